@@ -1,0 +1,101 @@
+"""The configuration that fully describes a multi-view encoder; saved next to its weights."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+CONFIG_NAME = "multi_view_config.json"
+FORMAT_VERSION = 1
+
+Mode = Literal["mvr", "camvr", "snippet"]
+MODES: tuple[str, ...] = ("mvr", "camvr", "snippet")
+
+
+@dataclass
+class MultiViewConfig:
+    """
+    How documents and queries are turned into vectors.
+
+    :param mode: ``"mvr"`` (k viewer tokens before the document, MVR §3.2), ``"camvr"`` (one viewer before each
+        of ``num_views`` snippets, CAMVR Algorithm 1) or ``"snippet"`` (training-free: a global mean-pooled view
+        plus one mean-pooled view per snippet, from one forward pass).
+    :param num_views: k viewers (mvr), n snippets (camvr), or the most snippets (snippet mode; +1 global view).
+    :param query_max_length: Query length in tokens, special tokens included.
+    :param doc_max_length: Document length in tokens, viewer and special tokens included.
+    :param normalize: L2-normalise every vector (scores become cosines).
+    :param tied: One backbone for queries and documents (``False``: two separately trained copies).
+    :param viewer_init: ``"random"`` (as in the paper) or ``"cls"`` (copy the ``[CLS]`` token embedding).
+    :param base_model: The backbone this encoder was built from (informational).
+    """
+
+    mode: Mode = "mvr"
+    num_views: int = 8
+    query_max_length: int = 64
+    doc_max_length: int = 256
+    normalize: bool = False
+    tied: bool = True
+    viewer_init: Literal["random", "cls"] = "random"
+    base_model: str = ""
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            msg = f"Unknown mode {self.mode!r}; choose one of {', '.join(MODES)}."
+            raise ValueError(msg)
+        if not isinstance(self.num_views, int) or self.num_views < 1:
+            msg = f"num_views must be a positive integer, got {self.num_views!r}."
+            raise ValueError(msg)
+        if self.viewer_init not in ("random", "cls"):
+            msg = f"viewer_init must be 'random' or 'cls', got {self.viewer_init!r}."
+            raise ValueError(msg)
+        if self.doc_max_length < self.num_views + 2:
+            msg = f"doc_max_length ({self.doc_max_length}) leaves no room for {self.num_views} viewers and text."
+            raise ValueError(msg)
+        if self.query_max_length < 3:
+            msg = f"query_max_length must be at least 3, got {self.query_max_length}."
+            raise ValueError(msg)
+        if self.mode == "snippet" and not self.tied:
+            msg = "Snippet mode is training-free and always uses one backbone: set tied=True."
+            raise ValueError(msg)
+
+    @property
+    def uses_viewer_tokens(self) -> bool:
+        return self.mode in ("mvr", "camvr")
+
+    @property
+    def max_views(self) -> int:
+        """The most views a document can get."""
+        return self.num_views + 1 if self.mode == "snippet" else self.num_views
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiViewConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            msg = f"Unknown multi-view config keys: {', '.join(unknown)}."
+            raise ValueError(msg)
+        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+            msg = f"Config format {data['format_version']} is newer than this haystack-mvr understands."
+            raise ValueError(msg)
+        return cls(**data)
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / CONFIG_NAME
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, directory: str | Path) -> MultiViewConfig:
+        path = Path(directory) / CONFIG_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            msg = f"{path} is not valid JSON."
+            raise ValueError(msg) from e
+        return cls.from_dict(data)

@@ -1,0 +1,253 @@
+"""The multi-view encoder: one BERT-like backbone (or a query/document pair) turning texts into view vectors."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
+from haystack_mvr.modeling.inputs import QUERY_VIEWER, EncoderInputs, InputBuilder, viewer_tokens
+from haystack_mvr.modeling.snippets import Span
+
+QUERY_SUBFOLDER = "query_encoder"
+DOCUMENT_SUBFOLDER = "document_encoder"
+
+
+@dataclass
+class EncodedDocument:
+    """A document's views: ``views`` ``(k, d)`` float32 (padding views removed) and one span per view."""
+
+    views: np.ndarray
+    spans: list[Span | None]
+
+
+def _sentence_transformers_defaults(path: Path) -> dict[str, Any]:
+    """Read a local sentence-transformers folder's max length and normalisation, if it is one."""
+    defaults: dict[str, Any] = {}
+    modules = path / "modules.json"
+    if modules.is_file():
+        types = [m.get("type", "") for m in json.loads(modules.read_text(encoding="utf-8"))]
+        defaults["normalize"] = any(t.endswith("Normalize") for t in types)
+    st_config = path / "sentence_bert_config.json"
+    if st_config.is_file():
+        max_len = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
+        if isinstance(max_len, int):
+            defaults["doc_max_length"] = max_len
+    return defaults
+
+
+class MultiViewEncoder(nn.Module):
+    """
+    Encodes a query into one vector and a document into several views (MVR, CAMVR or snippet-pooled).
+
+    Build one from any BERT-like backbone name or path, or reload a saved one::
+
+        encoder = MultiViewEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2", mode="snippet")
+        views = encoder.encode_documents(["First sentence. Second one."])[0].views   # (k, 384)
+        query = encoder.encode_queries(["which sentence?"])                           # (1, 384)
+    """
+
+    def __init__(
+        self,
+        config: MultiViewConfig,
+        tokenizer: PreTrainedTokenizerBase,
+        document_backbone: PreTrainedModel,
+        query_backbone: PreTrainedModel | None = None,
+    ) -> None:
+        super().__init__()
+        if config.tied and query_backbone is not None:
+            msg = "A tied encoder has one backbone: do not pass query_backbone with tied=True."
+            raise ValueError(msg)
+        if not config.tied and query_backbone is None:
+            msg = "An untied encoder needs a query_backbone."
+            raise ValueError(msg)
+        self.config = config
+        self.tokenizer = tokenizer
+        self.document_backbone = document_backbone
+        self.query_backbone = query_backbone if query_backbone is not None else document_backbone
+        self.builder = InputBuilder(tokenizer, config)
+
+    # ----------------------------------------------------------------------------------------- loading
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str | Path, **overrides: Any) -> MultiViewEncoder:
+        """
+        Load a saved multi-view encoder, or build a new one around a backbone.
+
+        :param model_name_or_path: A directory written by :meth:`save_pretrained`, or any Hugging Face
+            BERT-like model name or path.
+        :param overrides: :class:`MultiViewConfig` fields for a new encoder. For a saved encoder they must
+            agree with the saved config (a conflicting option is an error, never silently ignored).
+        """
+        path = Path(model_name_or_path)
+        if (path / CONFIG_NAME).is_file():
+            return cls._load_saved(path, overrides)
+        defaults = _sentence_transformers_defaults(path) if path.is_dir() else {}
+        config = MultiViewConfig(**{**defaults, **overrides, "base_model": str(model_name_or_path)})
+        tokenizer = AutoTokenizer.from_pretrained(str(model_name_or_path))
+        backbone = AutoModel.from_pretrained(str(model_name_or_path), add_pooling_layer=False)
+        if config.uses_viewer_tokens:
+            _add_viewer_tokens(tokenizer, backbone, config)
+        query_backbone = None if config.tied else copy.deepcopy(backbone)
+        return cls(config, tokenizer, backbone, query_backbone)
+
+    @classmethod
+    def _load_saved(cls, path: Path, overrides: dict[str, Any]) -> MultiViewEncoder:
+        config = MultiViewConfig.load(path)
+        conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
+        if conflicts:
+            msg = f"{path} was saved with a different configuration; cannot override {sorted(conflicts)}."
+            raise ValueError(msg)
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        if config.tied:
+            return cls(config, tokenizer, AutoModel.from_pretrained(str(path), add_pooling_layer=False))
+        document = AutoModel.from_pretrained(str(path / DOCUMENT_SUBFOLDER), add_pooling_layer=False)
+        query = AutoModel.from_pretrained(str(path / QUERY_SUBFOLDER), add_pooling_layer=False)
+        return cls(config, tokenizer, document, query)
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write backbone(s), tokenizer and config so that :meth:`from_pretrained` restores identical vectors."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.config.tied:
+            self.document_backbone.save_pretrained(directory)
+        else:
+            self.document_backbone.save_pretrained(directory / DOCUMENT_SUBFOLDER)
+            self.query_backbone.save_pretrained(directory / QUERY_SUBFOLDER)
+        self.tokenizer.save_pretrained(directory)
+        self.config.save(directory)
+        return directory
+
+    # -------------------------------------------------------------------------------------- properties
+    @property
+    def embedding_dim(self) -> int:
+        return int(self.document_backbone.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def gradient_checkpointing_enable(self) -> None:
+        self.document_backbone.gradient_checkpointing_enable()
+        if not self.config.tied:
+            self.query_backbone.gradient_checkpointing_enable()
+
+    # ------------------------------------------------------------------------------------ tokenization
+    def tokenize_queries(self, texts: list[str]) -> EncoderInputs:
+        return self.builder.queries(list(texts))
+
+    def tokenize_documents(self, texts: list[str]) -> EncoderInputs:
+        return self.builder.documents(list(texts))
+
+    # ------------------------------------------------------------------------------ differentiable path
+    def _pool(self, backbone: PreTrainedModel, batch: EncoderInputs) -> Tensor:
+        batch = batch.to(self.device)
+        hidden = backbone(**batch.inputs).last_hidden_state  # (B, L, d)
+        vectors = torch.einsum("bkl,bld->bkd", batch.pooling.to(hidden.dtype), hidden)
+        return F.normalize(vectors, dim=-1) if self.config.normalize else vectors
+
+    def embed_queries(self, batch: EncoderInputs) -> Tensor:
+        """Query vectors ``(B, d)`` with gradients (training)."""
+        return self._pool(self.query_backbone, batch)[:, 0]
+
+    def embed_documents(self, batch: EncoderInputs) -> tuple[Tensor, Tensor]:
+        """Document views ``(B, K, d)`` and their mask ``(B, K)`` with gradients (training)."""
+        return self._pool(self.document_backbone, batch), batch.view_mask.to(self.device)
+
+    # ----------------------------------------------------------------------------------- inference path
+    def _batches(self, texts: list[str], batch_size: int, progress_bar: bool, desc: str) -> Iterator[list[int]]:
+        if batch_size < 1:
+            msg = f"batch_size must be at least 1, got {batch_size}."
+            raise ValueError(msg)
+        # Longest first, so each batch pads little; results are put back in input order.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc=desc, disable=not progress_bar, unit="batch"):
+            yield order[start : start + batch_size]
+
+    @torch.inference_mode()
+    def encode_queries(self, texts: list[str], batch_size: int = 32, progress_bar: bool = False) -> np.ndarray:
+        """Query vectors ``(n, d)`` float32."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.embedding_dim), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        try:
+            for idx in self._batches(texts, batch_size, progress_bar, "Encoding queries"):
+                batch = self.tokenize_queries([texts[i] for i in idx])
+                out[idx] = self.embed_queries(batch).float().cpu().numpy()
+        finally:
+            self.train(was_training)
+        return out
+
+    @torch.inference_mode()
+    def encode_documents(
+        self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
+    ) -> list[EncodedDocument]:
+        """Each document's views ``(k_i, d)`` float32 without padding views, and their snippet spans."""
+        texts = list(texts)
+        out: list[EncodedDocument | None] = [None] * len(texts)
+        was_training = self.training
+        self.eval()
+        try:
+            for idx in self._batches(texts, batch_size, progress_bar, "Encoding documents"):
+                batch = self.tokenize_documents([texts[i] for i in idx])
+                views, mask = self.embed_documents(batch)
+                views_np, mask_np = views.float().cpu().numpy(), mask.cpu().numpy()
+                for row, i in enumerate(idx):
+                    keep = np.flatnonzero(mask_np[row])
+                    spans = [batch.spans[row][j] for j in keep]
+                    out[i] = EncodedDocument(views=np.ascontiguousarray(views_np[row, keep]), spans=spans)
+        finally:
+            self.train(was_training)
+        return out  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:
+        """
+        Last-layer attention of each view's pooling position over the tokens, averaged over heads.
+
+        :returns: Per document an array ``(K, L_i)`` of attention probabilities (the rows of CAMVR Eq. 14).
+        """
+        if not self.config.uses_viewer_tokens:
+            msg = "Viewer attention exists only for the mvr and camvr modes."
+            raise ValueError(msg)
+        batch = self.tokenize_documents(list(texts)).to(self.device)
+        backbone = self.document_backbone
+        previous = backbone.config._attn_implementation
+        backbone.set_attn_implementation("eager")
+        try:
+            attentions = backbone(**batch.inputs, output_attentions=True).attentions[-1].mean(dim=1)  # (B, L, L)
+        finally:
+            backbone.set_attn_implementation(previous)
+        positions = batch.pooling.argmax(dim=-1)  # (B, K): the viewer token of each view
+        result = []
+        for b in range(len(texts)):
+            length = int(batch.inputs["attention_mask"][b].sum())
+            result.append(attentions[b, positions[b], :length].float().cpu().numpy())
+        return result
+
+
+def _add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
+    """Register ``[VIE]`` and ``[VIE_1..VIE_k]`` as special tokens once and initialise their embeddings."""
+    new_tokens = [QUERY_VIEWER, *viewer_tokens(config.num_views)]
+    tokenizer.add_tokens(new_tokens, special_tokens=True)
+    backbone.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    embeddings = backbone.get_input_embeddings().weight
+    ids = tokenizer.convert_tokens_to_ids(new_tokens)
+    with torch.no_grad():
+        if config.viewer_init == "cls":
+            embeddings[ids] = embeddings[tokenizer.cls_token_id].clone()
+        else:
+            std = getattr(backbone.config, "initializer_range", 0.02)
+            embeddings[ids] = torch.randn(len(ids), embeddings.shape[1]) * std
