@@ -241,7 +241,10 @@ class MultiViewEncoder(nn.Module):
 def _add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
     """Register ``[VIE]`` and ``[VIE_1..VIE_k]`` as special tokens once and initialise their embeddings."""
     new_tokens = [QUERY_VIEWER, *viewer_tokens(config.num_views)]
-    tokenizer.add_tokens(new_tokens, special_tokens=True)
+    try:  # transformers >= 5
+        tokenizer.add_special_tokens({"extra_special_tokens": new_tokens}, replace_extra_special_tokens=False)
+    except TypeError:  # transformers 4.x
+        tokenizer.add_special_tokens({"additional_special_tokens": new_tokens}, replace_additional_special_tokens=False)
     backbone.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     embeddings = backbone.get_input_embeddings().weight
     ids = tokenizer.convert_tokens_to_ids(new_tokens)

@@ -1,0 +1,147 @@
+"""Haystack component that embeds each document into several views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.utils import ComponentDevice
+
+from haystack_mvr.components.embedders.encoder_cache import load_encoder
+from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.views import attach_views
+
+
+@component
+class MultiViewDocumentEmbedder:
+    """
+    Embeds documents into several view vectors each (MVR, CAMVR or training-free snippet-pooled views).
+
+    The views travel in ``meta["mvr_views"]`` (and ``embedding`` holds the first view), so Haystack's
+    ``DocumentWriter`` carries them unchanged into a ``FaissMultiViewDocumentStore``; see ``haystack_mvr.views``.
+
+    ```python
+    from haystack import Document
+    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+
+    embedder = MultiViewDocumentEmbedder(model="sentence-transformers/all-MiniLM-L6-v2")   # snippet mode
+    docs = embedder.run([Document(content="Paris is in France. It has 2 million people.")])["documents"]
+    len(docs[0].meta["mvr_views"])  # 1 global view + 1 view per snippet
+    ```
+    """
+
+    def __init__(
+        self,
+        model: str | Path = "sentence-transformers/all-MiniLM-L6-v2",
+        device: ComponentDevice | None = None,
+        batch_size: int = 32,
+        progress_bar: bool = True,
+        meta_fields_to_embed: list[str] | None = None,
+        embedding_separator: str = "\n",
+        prefix: str = "",
+        suffix: str = "",
+        encoder_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """
+        Create a MultiViewDocumentEmbedder.
+
+        :param model: A multi-view checkpoint directory (from ``haystack-mvr train``), or any BERT-like
+            model name or path, used training-free in ``snippet`` mode.
+        :param device: The device to run on; ``None`` picks the best available one.
+        :param batch_size: Documents encoded at once.
+        :param progress_bar: Show a progress bar while embedding.
+        :param meta_fields_to_embed: Meta fields embedded before the content.
+        :param embedding_separator: Separator between the meta fields and the content.
+        :param prefix: Text added before each document (e.g. an instruction).
+        :param suffix: Text added after each document.
+        :param encoder_kwargs: ``MultiViewConfig`` options (``mode``, ``num_views``, ``doc_max_length``,
+            ``normalize`` ...) for a plain backbone; for a checkpoint they must agree with its saved config.
+        """
+        if not isinstance(batch_size, int) or batch_size < 1:
+            msg = f"batch_size must be a positive integer, got {batch_size!r}."
+            raise ValueError(msg)
+        self.model = str(model)
+        self.device = ComponentDevice.resolve_device(device)
+        self.batch_size = batch_size
+        self.progress_bar = progress_bar
+        self.meta_fields_to_embed = list(meta_fields_to_embed or [])
+        self.embedding_separator = embedding_separator
+        self.prefix = prefix
+        self.suffix = suffix
+        self.encoder_kwargs = dict(encoder_kwargs or {})
+        self.encoder: MultiViewEncoder | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            model=self.model,
+            device=self.device.to_dict(),
+            batch_size=self.batch_size,
+            progress_bar=self.progress_bar,
+            meta_fields_to_embed=self.meta_fields_to_embed,
+            embedding_separator=self.embedding_separator,
+            prefix=self.prefix,
+            suffix=self.suffix,
+            encoder_kwargs=self.encoder_kwargs,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiViewDocumentEmbedder:
+        params = data.get("init_parameters", {})
+        if isinstance(params.get("device"), dict):
+            params["device"] = ComponentDevice.from_dict(params["device"])
+        return default_from_dict(cls, data)
+
+    def warm_up(self) -> None:
+        """Load the encoder (once; later calls do nothing)."""
+        if self.encoder is None:
+            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs)
+
+    def _text_and_offset(self, doc: Document) -> tuple[str, int]:
+        """The text to embed and where ``doc.content`` starts in it."""
+        meta_values = [
+            str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None
+        ]
+        head = self.prefix + "".join(v + self.embedding_separator for v in meta_values)
+        return head + doc.content + self.suffix, len(head)
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, list[Document]]:
+        """
+        Embed documents into views.
+
+        :param documents: Documents with non-empty text ``content``.
+        :returns: ``{"documents": [...]}``: new documents (the inputs are not changed) carrying their views.
+        :raises TypeError: if ``documents`` is not a list of ``Document``.
+        :raises ValueError: if a document has no text content (nothing is embedded then).
+        """
+        if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
+            msg = (
+                "MultiViewDocumentEmbedder expects a list of Documents as input. "
+                "To embed a query string, use MultiViewTextEmbedder."
+            )
+            raise TypeError(msg)
+        empty = [d.id for d in documents if not isinstance(d.content, str) or not d.content.strip()]
+        if empty:
+            msg = f"MultiViewDocumentEmbedder needs text content; these documents have none: {empty[:10]}."
+            raise ValueError(msg)
+        if not documents:
+            return {"documents": []}
+        self.warm_up()
+        assert self.encoder is not None
+        texts, offsets = zip(*(self._text_and_offset(d) for d in documents))
+        encoded = self.encoder.encode_documents(list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar)
+        result = []
+        for doc, enc, offset in zip(documents, encoded, offsets):
+            spans = [_shift_into_content(span, offset, len(doc.content)) for span in enc.spans]
+            result.append(attach_views(doc, enc.views, spans if any(s is not None for s in spans) else None))
+        return {"documents": result}
+
+
+def _shift_into_content(span: tuple[int, int] | None, offset: int, length: int) -> tuple[int, int] | None:
+    """Map a span of the embedded text onto ``content``; ``None`` if it lies outside it (meta, prefix)."""
+    if span is None:
+        return None
+    start, end = max(span[0] - offset, 0), min(span[1] - offset, length)
+    return (start, end) if end > start else None

