@@ -76,7 +76,7 @@ class MultiViewDocumentEmbedder:
         return default_to_dict(
             self,
             model=self.model,
-            device=self.device.to_dict(),
+            device=self.device,
             batch_size=self.batch_size,
             progress_bar=self.progress_bar,
             meta_fields_to_embed=self.meta_fields_to_embed,
@@ -88,9 +88,6 @@ class MultiViewDocumentEmbedder:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewDocumentEmbedder:
-        params = data.get("init_parameters", {})
-        if isinstance(params.get("device"), dict):
-            params["device"] = ComponentDevice.from_dict(params["device"])
         return default_from_dict(cls, data)
 
     def warm_up(self) -> None:

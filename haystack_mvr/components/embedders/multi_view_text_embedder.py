@@ -58,7 +58,7 @@ class MultiViewTextEmbedder:
         return default_to_dict(
             self,
             model=self.model,
-            device=self.device.to_dict(),
+            device=self.device,
             batch_size=self.batch_size,
             progress_bar=self.progress_bar,
             prefix=self.prefix,
@@ -68,9 +68,6 @@ class MultiViewTextEmbedder:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewTextEmbedder:
-        params = data.get("init_parameters", {})
-        if isinstance(params.get("device"), dict):
-            params["device"] = ComponentDevice.from_dict(params["device"])
         return default_from_dict(cls, data)
 
     def warm_up(self) -> None:
