@@ -1,0 +1,54 @@
+"""The package's layers import one way (STYLE.md): a static check of every module's imports."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "haystack_mvr"
+
+# layer -> top-level packages (and haystack_mvr layers) it must never import
+FORBIDDEN = {
+    "modeling": {"haystack", "haystack_integrations", "faiss", "haystack_mvr.training", "haystack_mvr.evaluation",
+                 "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
+    "datasets": {"torch", "transformers", "haystack", "faiss", "haystack_mvr.modeling"},
+    "document_stores": {"torch", "transformers", "haystack_mvr.modeling", "haystack_mvr.training",
+                        "haystack_mvr.components", "haystack_mvr.cli"},
+    "training": {"haystack", "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
+    "evaluation": {"haystack_mvr.training", "haystack_mvr.cli"},
+    "components": {"haystack_mvr.training", "haystack_mvr.cli"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _violates(name: str, forbidden: set[str]) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_point_one_way(layer):
+    files = sorted((PACKAGE / layer).rglob("*.py"))
+    if not files:
+        pytest.skip(f"no modules in {layer} yet")
+    bad = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in files
+        for name in _imports(path)
+        if _violates(name, FORBIDDEN[layer])
+    }
+    assert not bad, f"{layer} imports what it must not: {sorted(bad)}"
+
+
+def test_query_path_never_imports_training():
+    for layer in ("components", "document_stores", "modeling"):
+        for path in (PACKAGE / layer).rglob("*.py"):
+            assert not any(_violates(n, {"haystack_mvr.training"}) for n in _imports(path)), path
