@@ -1,0 +1,1 @@
+"""The ``haystack-mvr`` command line (nothing imports this package)."""
