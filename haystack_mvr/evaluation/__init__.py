@@ -1,0 +1,34 @@
+"""Retrieval metrics (DPR answer matching, ranx gold metrics), multi-view diagnostics and markdown reports."""
+
+from haystack_mvr.evaluation.answer_matching import has_answer, normalized_tokens
+from haystack_mvr.evaluation.report import format_value, is_percent_metric, markdown_table
+from haystack_mvr.evaluation.retrieval_metrics import (
+    answer_top_k_accuracy,
+    compute_retrieval_metrics,
+    first_answer_ranks,
+)
+from haystack_mvr.evaluation.view_diagnostics import (
+    answer_view_accuracy,
+    local_variation,
+    per_view_accuracy,
+    view_perplexity,
+    view_perplexity_per_doc,
+    viewer_attention_kl,
+)
+
+__all__ = [
+    "answer_top_k_accuracy",
+    "answer_view_accuracy",
+    "compute_retrieval_metrics",
+    "first_answer_ranks",
+    "format_value",
+    "has_answer",
+    "is_percent_metric",
+    "local_variation",
+    "markdown_table",
+    "normalized_tokens",
+    "per_view_accuracy",
+    "view_perplexity",
+    "view_perplexity_per_doc",
+    "viewer_attention_kl",
+]
