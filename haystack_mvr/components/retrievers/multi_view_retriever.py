@@ -1,0 +1,104 @@
+"""Haystack retriever over a FaissMultiViewDocumentStore: documents ranked by their best view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.document_stores.types import FilterPolicy
+from haystack.document_stores.types.filter_policy import apply_filter_policy
+
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+
+@component
+class MultiViewRetriever:
+    """
+    Retrieves unique documents by max-over-views inner product from a ``FaissMultiViewDocumentStore``.
+
+    Connect a ``MultiViewTextEmbedder``'s ``embedding`` to ``query_embedding``. Each returned document carries
+    ``score`` (its best view's score), ``meta["mvr_matched_view"]`` and, for snippet views,
+    ``meta["mvr_matched_span"]`` and ``meta["mvr_matched_text"]``.
+    """
+
+    def __init__(
+        self,
+        document_store: FaissMultiViewDocumentStore,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 10,
+        filter_policy: FilterPolicy | str = FilterPolicy.REPLACE,
+        return_embedding: bool = False,
+    ) -> None:
+        """
+        Create a MultiViewRetriever.
+
+        :param document_store: The store to search.
+        :param filters: Default Haystack metadata filters.
+        :param top_k: Default number of documents to return.
+        :param filter_policy: How runtime ``filters`` combine with the default ones (``replace`` or ``merge``).
+        :param return_embedding: Return each document's views in ``meta["mvr_views"]`` (bulky; off by default).
+        """
+        if not isinstance(document_store, FaissMultiViewDocumentStore):
+            msg = "document_store must be an instance of FaissMultiViewDocumentStore."
+            raise ValueError(msg)
+        if not isinstance(top_k, int) or top_k < 1:
+            msg = f"top_k must be a positive integer, got {top_k!r}."
+            raise ValueError(msg)
+        self.document_store = document_store
+        self.filters = filters
+        self.top_k = top_k
+        self.filter_policy = filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
+        self.return_embedding = return_embedding
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            document_store=self.document_store.to_dict(),
+            filters=self.filters,
+            top_k=self.top_k,
+            filter_policy=self.filter_policy.value,
+            return_embedding=self.return_embedding,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiViewRetriever:
+        params = data["init_parameters"]
+        params["document_store"] = FaissMultiViewDocumentStore.from_dict(params["document_store"])
+        if "filter_policy" in params:
+            params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
+        return default_from_dict(cls, data)
+
+    @component.output_types(documents=list[Document])
+    def run(
+        self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
+    ) -> dict[str, list[Document]]:
+        """
+        Retrieve documents.
+
+        :param query_embedding: The query vector.
+        :param filters: Runtime filters, combined with the defaults by ``filter_policy``.
+        :param top_k: How many documents (default: the init ``top_k``).
+        :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
+        """
+        return {
+            "documents": self.document_store.search(
+                query_embedding,
+                top_k=top_k or self.top_k,
+                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
+                return_embedding=self.return_embedding,
+            )
+        }
+
+    @component.output_types(documents=list[Document])
+    async def run_async(
+        self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
+    ) -> dict[str, list[Document]]:
+        """Asynchronous :meth:`run`."""
+        return {
+            "documents": await self.document_store.search_async(
+                query_embedding,
+                top_k=top_k or self.top_k,
+                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
+                return_embedding=self.return_embedding,
+            )
+        }

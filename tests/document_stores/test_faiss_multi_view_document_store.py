@@ -1,0 +1,176 @@
+import numpy as np
+import pytest
+from haystack import Document
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.types import DuplicatePolicy
+from haystack.testing.document_store import DocumentStoreBaseExtendedTests
+from haystack.testing.document_store_async import (
+    CountDocumentsAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
+    DeleteDocumentsAsyncTest,
+    FilterDocumentsAsyncTest,
+    UpdateByFilterAsyncTest,
+    WriteDocumentsAsyncTest,
+)
+
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.views import MATCHED_TEXT_KEY, MATCHED_VIEW_KEY, SPANS_KEY, VIEWS_KEY, attach_views
+
+
+@pytest.fixture
+def document_store():
+    return FaissMultiViewDocumentStore()
+
+
+class TestHaystackSuite(DocumentStoreBaseExtendedTests):
+    @pytest.fixture
+    def document_store(self):
+        return FaissMultiViewDocumentStore()
+
+    def test_write_documents(self, document_store):
+        docs = [Document(id="1", content="a"), Document(id="2", content="b", embedding=[0.1, 0.2])]
+        assert document_store.write_documents(docs) == 2
+        assert sorted(d.id for d in document_store.filter_documents()) == ["1", "2"]
+        with pytest.raises(DuplicateDocumentError):
+            document_store.write_documents([Document(id="1", content="again")])
+        assert document_store.write_documents([Document(id="1", content="again")], DuplicatePolicy.SKIP) == 0
+        assert document_store.write_documents([Document(id="1", content="new")], DuplicatePolicy.OVERWRITE) == 1
+        assert {d.id: d.content for d in document_store.filter_documents()} == {"1": "new", "2": "b"}
+
+
+class TestAsyncSuite(
+    CountDocumentsAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
+    DeleteDocumentsAsyncTest,
+    FilterDocumentsAsyncTest,
+    UpdateByFilterAsyncTest,
+    WriteDocumentsAsyncTest,
+):
+    @pytest.fixture
+    def document_store(self):
+        return FaissMultiViewDocumentStore()
+
+    @pytest.mark.asyncio
+    async def test_write_documents_async(self, document_store):
+        assert await document_store.write_documents_async([Document(id="x", content="x")]) == 1
+        assert await document_store.count_documents_async() == 1
+
+
+def multi_view_doc(i: int, views, spans=None, **meta) -> Document:
+    return attach_views(Document(id=f"d{i}", content="First part. Second part.", meta=meta), np.asarray(views), spans)
+
+
+def test_views_are_rows_and_leave_meta(document_store):
+    document_store.write_documents([multi_view_doc(0, [[1, 0], [0, 1]], [(0, 11), (12, 24)], lang="en")])
+    stored = document_store.filter_documents()[0]
+    assert VIEWS_KEY not in stored.meta and stored.meta["lang"] == "en"
+    hit = document_store.search([0.0, 1.0], top_k=1)[0]
+    assert hit.score == pytest.approx(1.0)
+    assert hit.meta[MATCHED_VIEW_KEY] == 1 and hit.meta[MATCHED_TEXT_KEY] == "Second part."
+    assert hit.embedding is None and VIEWS_KEY not in hit.meta
+    full = document_store.search([0.0, 1.0], top_k=1, return_embedding=True)[0]
+    assert full.meta[VIEWS_KEY] == [[1.0, 0.0], [0.0, 1.0]]
+    assert SPANS_KEY in full.meta
+
+
+def test_score_is_max_over_views_and_documents_are_unique(document_store):
+    document_store.write_documents([
+        multi_view_doc(0, [[1, 0], [0.9, 0.1], [0.8, 0.2]]),
+        multi_view_doc(1, [[0.5, 0.5]]),
+        multi_view_doc(2, [[0, 1]]),
+    ])
+    hits = document_store.search([1.0, 0.0], top_k=3)
+    assert [h.id for h in hits] == ["d0", "d1", "d2"]
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.5, 0.0])
+
+
+def test_exactly_top_k_when_one_document_dominates(document_store):
+    # d0 has 50 views all better than any other document's: a narrow search would find only d0.
+    document_store.write_documents([multi_view_doc(0, np.tile([[1.0, 0.0]], (50, 1)))])
+    document_store.write_documents([multi_view_doc(i, [[0.1 * i / 10, 1.0]]) for i in range(1, 6)])
+    assert len(document_store.search([1.0, 0.0], top_k=4)) == 4
+
+
+def test_documents_without_vectors_are_stored_not_searchable(document_store):
+    document_store.write_documents([Document(id="plain", content="no vector"), multi_view_doc(1, [[1, 0]])])
+    assert document_store.count_documents() == 2
+    assert [h.id for h in document_store.search([1.0, 0.0], top_k=5)] == ["d1"]
+
+
+def test_delete_removes_every_view(document_store):
+    document_store.write_documents([multi_view_doc(0, [[1, 0], [0, 1]]), multi_view_doc(1, [[0.5, 0.5]])])
+    document_store.search([1.0, 0.0], top_k=1)  # build the index, then change it
+    document_store.delete_documents(["d0"])
+    assert [h.id for h in document_store.search([1.0, 0.0], top_k=5)] == ["d1"]
+
+
+def test_overwrite_replaces_views(document_store):
+    document_store.write_documents([multi_view_doc(0, [[1, 0]])])
+    document_store.write_documents([multi_view_doc(0, [[0, 1]])], policy=DuplicatePolicy.OVERWRITE)
+    assert document_store.search([1.0, 0.0], top_k=1)[0].score == pytest.approx(0.0)
+
+
+def test_filters_still_return_top_k(document_store):
+    document_store.write_documents([multi_view_doc(i, [[1.0 - i / 100, 0.0]], group=i % 2) for i in range(40)])
+    hits = document_store.search([1.0, 0.0], top_k=7, filters={"field": "meta.group", "operator": "==", "value": 1})
+    assert len(hits) == 7 and all(h.meta["group"] == 1 for h in hits)
+    assert [h.id for h in hits] == [f"d{i}" for i in range(1, 15, 2)]
+
+
+@pytest.mark.parametrize("factory", ["HNSW16", "IVF4,Flat", "PQ8"])
+def test_other_index_factories_find_the_easy_top_1(factory):
+    store = FaissMultiViewDocumentStore(index_factory=factory)
+    rng = np.random.default_rng(0)
+    views = rng.normal(size=(300, 2, 8)).astype(np.float32)
+    views /= np.linalg.norm(views, axis=-1, keepdims=True)  # unit vectors: a view is its own best match
+    store.write_documents([multi_view_doc(i, v) for i, v in enumerate(views)])
+    target = views[123, 1] * 5
+    assert store.search(target, top_k=3)[0].id == "d123"
+
+
+def test_bad_input_loses_nothing(document_store):
+    document_store.write_documents([multi_view_doc(0, [[1, 0]])])
+    with pytest.raises(ValueError, match="list of Documents"):
+        document_store.write_documents([multi_view_doc(1, [[1, 0]]), "not a document"])
+    with pytest.raises(ValueError, match="NaN"):
+        document_store.write_documents([multi_view_doc(2, [[0, 1]]), multi_view_doc(3, [[float("nan"), 1]])])
+    with pytest.raises(ValueError, match="3-dimensional"):
+        document_store.write_documents([multi_view_doc(4, [[0, 1]]), multi_view_doc(5, [[1, 2, 3]])])
+    with pytest.raises(DuplicateDocumentError):
+        document_store.write_documents([multi_view_doc(6, [[0, 1]]), multi_view_doc(0, [[0, 1]])])
+    assert [d.id for d in document_store.filter_documents()] == ["d0"]
+    assert [h.id for h in document_store.search([1.0, 0.0], top_k=5)] == ["d0"]
+    document_store.delete_documents(["unknown-id"])
+    assert document_store.count_documents() == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "message"), [([1.0, 2.0, 3.0], "dimension"), ([float("nan"), 1.0], "NaN"), ([], "non-empty")]
+)
+def test_bad_queries(document_store, query, message):
+    document_store.write_documents([multi_view_doc(0, [[1, 0]])])
+    with pytest.raises(ValueError, match=message):
+        document_store.search(query, top_k=1)
+
+
+def test_fixed_dimension_is_enforced():
+    store = FaissMultiViewDocumentStore(embedding_dim=4)
+    with pytest.raises(ValueError, match="4-dimensional"):
+        store.write_documents([multi_view_doc(0, [[1, 0]])])
+
+
+def test_to_dict_and_back():
+    store = FaissMultiViewDocumentStore(embedding_dim=8, index_factory="HNSW32", encoder_config={"mode": "mvr"})
+    data = store.to_dict()
+    assert data == {
+        "type": "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore",
+        "init_parameters": {
+            "embedding_dim": 8,
+            "index_factory": "HNSW32",
+            "index_path": None,
+            "encoder_config": {"mode": "mvr"},
+        },
+    }
+    assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
