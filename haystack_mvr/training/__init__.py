@@ -1,0 +1,41 @@
+"""Training multi-view encoders (imports modeling and datasets; never haystack)."""
+
+from haystack_mvr.training.api import mine, train
+from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
+from haystack_mvr.training.collator import MultiViewCollator, TrainingBatch
+from haystack_mvr.training.data import (
+    TrainingData,
+    TrainingDataset,
+    TrainingExample,
+    load_beir,
+    load_dpr,
+    load_squad_mv,
+    load_training_data,
+)
+from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss, annealed_temperature
+from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+from haystack_mvr.training.trainer import MultiViewTrainer
+
+__all__ = [
+    "AnswerViewLoss",
+    "GlobalLocalLoss",
+    "MiningArguments",
+    "MultiViewCollator",
+    "MultiViewTrainer",
+    "TrainingArguments",
+    "TrainingBatch",
+    "TrainingData",
+    "TrainingDataset",
+    "TrainingExample",
+    "annealed_temperature",
+    "bm25_negatives",
+    "load_beir",
+    "load_dpr",
+    "load_squad_mv",
+    "load_training_data",
+    "mine",
+    "mine_negatives",
+    "read_negatives",
+    "train",
+    "write_negatives",
+]

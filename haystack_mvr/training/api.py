@@ -1,0 +1,120 @@
+"""The training driver: parse -> seed -> model (with its tokenizer) -> data -> collator -> train -> save."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
+from haystack_mvr.training.collator import MultiViewCollator
+from haystack_mvr.training.data import Passage, TrainingData, TrainingDataset, attach_negatives, load_training_data
+from haystack_mvr.training.distributed import init_distributed
+from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss
+from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+from haystack_mvr.training.trainer import MultiViewTrainer, resolve_checkpoint
+
+logger = logging.getLogger(__name__)
+
+_MODEL_FIELDS = ("mode", "num_views", "query_max_length", "doc_max_length", "normalize", "tied", "viewer_init")
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def load_encoder(args: TrainingArguments, checkpoint: Path | None = None) -> MultiViewEncoder:
+    """A new encoder around ``args.model`` or, when resuming, the checkpoint's (config options must agree)."""
+    overrides = {name: getattr(args, name) for name in _MODEL_FIELDS if getattr(args, name) is not None}
+    return MultiViewEncoder.from_pretrained(checkpoint or args.model, **overrides)
+
+
+def build_loss(args: TrainingArguments, mode: str) -> GlobalLocalLoss | AnswerViewLoss:
+    """``auto``: CAMVR's answer-view loss (Eq. 13) for camvr, MVR's global-local loss (Eq. 5-7) otherwise."""
+    kind = args.loss if args.loss != "auto" else ("answer-view" if mode == "camvr" else "global-local")
+    if kind == "answer-view":
+        if mode != "camvr":
+            msg = f"The answer-view loss needs snippet views (mode camvr); this encoder's mode is {mode!r}."
+            raise ValueError(msg)
+        return AnswerViewLoss(lambda_local=0.0 if args.lambda_local is None else args.lambda_local)
+    return GlobalLocalLoss(lambda_local=0.01 if args.lambda_local is None else args.lambda_local)
+
+
+def _text_of(embed_title: bool, separator: str) -> Callable[[Passage], str]:
+    def text_of(p: Passage) -> str:
+        return p.title + separator + p.text if embed_title and p.title else p.text
+
+    return text_of
+
+
+def load_examples(args: TrainingArguments) -> TrainingData:
+    """The training examples with their hard-negative pools: file negatives, mined negatives, BM25 negatives."""
+    data = load_training_data(
+        args.data_format, args.data_dir, include_dev_articles=args.include_dev_articles,
+        beir_split=args.beir_split, use_file_negatives=args.use_file_negatives, max_examples=args.max_examples,
+    )
+    if args.negatives_file:
+        data.examples = attach_negatives(data.examples, read_negatives(args.negatives_file))
+    if args.num_bm25_negatives:
+        negatives = bm25_negatives(
+            data.examples, data.corpus, num_negatives=args.num_bm25_negatives, depth=args.bm25_depth,
+            text_of=_text_of(args.embed_title, args.title_separator),
+        )
+        data.examples = attach_negatives(data.examples, negatives)
+    return data
+
+
+def train(args: TrainingArguments) -> Path:
+    """
+    Train a multi-view encoder and save it to ``args.output_dir`` (load it with ``model=<output_dir>``).
+
+    ```python
+    from haystack_mvr.training import TrainingArguments, train
+
+    train(TrainingArguments(model="bert-base-uncased", mode="camvr", num_views=8,
+                            data_dir="../shared/data/squad-mv", output_dir="runs/camvr", epochs=40))
+    ```
+
+    Under ``torchrun`` every process calls this; the process group is set up and torn down here.
+    """
+    context = init_distributed()
+    try:
+        set_seed(args.seed)
+        checkpoint = resolve_checkpoint(args.resume_from, args.output_dir)
+        encoder = load_encoder(args, checkpoint)
+        data = load_examples(args)
+        with_pool = sum(1 for e in data.examples if e.hard_negatives)
+        logger.info("%s: %d examples, %d with hard negatives", data.description, len(data.examples), with_pool)
+        dataset = TrainingDataset(data.examples, num_hard_negatives=args.num_hard_negatives, seed=args.seed)
+        collator = MultiViewCollator.from_encoder(
+            encoder, embed_title=args.embed_title, title_separator=args.title_separator
+        )
+        loss = build_loss(args, encoder.config.mode)
+        trainer = MultiViewTrainer(encoder, args, dataset, collator, loss, context=context)
+        return trainer.train(resume_from=checkpoint)
+    finally:
+        if context.initialized_here:
+            torch.distributed.destroy_process_group()
+
+
+def mine(args: MiningArguments) -> Path:
+    """Mine dense hard negatives with a round-one checkpoint and write them for ``--negatives-file``."""
+    data = load_training_data(
+        args.data_format, args.data_dir, include_dev_articles=args.include_dev_articles,
+        beir_split=args.beir_split, max_examples=args.max_examples,
+    )
+    encoder = MultiViewEncoder.from_pretrained(args.model)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    encoder.to(device)
+    negatives = mine_negatives(
+        encoder, data.examples, data.corpus, num_negatives=args.num_negatives, depth=args.depth,
+        batch_size=args.batch_size, text_of=_text_of(args.embed_title, args.title_separator), progress_bar=True,
+    )
+    return write_negatives(args.output, negatives)

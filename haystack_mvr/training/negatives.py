@@ -1,0 +1,206 @@
+"""Hard negatives: BM25 (DPR's recipe) and dense negatives mined with a trained checkpoint (coCondenser round two).
+
+A negative of a query is never one of its known positives and never a passage that contains one of its answers
+(DPR's ``has_answer``: NFD-normalised, lower-cased, regex-tokenised token sequences), checked on the text the
+encoder sees. Mined negatives travel as JSONL, one query per line::
+
+    {"query_id": "56be4db0acb8001400a502ec", "negatives": [{"id": "...", "title": "...", "text": "..."}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from haystack_mvr.evaluation.answer_matching import has_answer
+from haystack_mvr.modeling.scoring import max_over_views, view_scores
+from haystack_mvr.training.data import Passage, TrainingExample
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["bm25_negatives", "is_valid_negative", "mine_negatives", "read_negatives", "write_negatives"]
+
+
+def _plain_text(passage: Passage) -> str:
+    return passage.text
+
+
+def is_valid_negative(
+    example: TrainingExample, passage: Passage, text_of: Callable[[Passage], str] = _plain_text
+) -> bool:
+    """``True`` unless ``passage`` is a known positive of the example or its encoded text holds an answer."""
+    if passage.id in example.positive_ids:
+        return False
+    return not (example.answers and has_answer(list(example.answers), text_of(passage)))
+
+
+def _unique_queries(examples: Sequence[TrainingExample]) -> dict[str, TrainingExample]:
+    """One example per query id; positives of all examples of a query are merged."""
+    merged: dict[str, TrainingExample] = {}
+    for e in examples:
+        if e.query_id in merged:
+            first = merged[e.query_id]
+            merged[e.query_id] = TrainingExample(
+                first.query_id, first.query, first.positive, tuple(dict.fromkeys(first.answers + e.answers)),
+                first.answer_start, first.positive_ids | e.positive_ids,
+            )
+        else:
+            merged[e.query_id] = e
+    return merged
+
+
+def _select(
+    example: TrainingExample, ranked: Sequence[int], corpus: Sequence[Passage], num_negatives: int,
+    text_of: Callable[[Passage], str],
+) -> list[Passage]:
+    chosen = []
+    for i in ranked:
+        if is_valid_negative(example, corpus[i], text_of):
+            chosen.append(corpus[i])
+            if len(chosen) == num_negatives:
+                break
+    return chosen
+
+
+def bm25_negatives(
+    examples: Sequence[TrainingExample],
+    corpus: Sequence[Passage],
+    *,
+    num_negatives: int = 30,
+    depth: int = 100,
+    text_of: Callable[[Passage], str] = _plain_text,
+    show_progress: bool = False,
+) -> dict[str, list[Passage]]:
+    """
+    DPR's BM25 hard negatives: the best-ranked passages that are neither a positive nor hold an answer.
+
+    BM25 (``bm25s``, English stopwords) indexes ``title + " " + text``; passages with a zero score are skipped.
+
+    :param examples: Training examples (their query, answers and positives).
+    :param corpus: The passages to search.
+    :param num_negatives: Negatives kept per query (fewer when the ranking runs out).
+    :param depth: How many BM25 results per query to look through.
+    :param text_of: The text the encoder sees for a passage; the answer check runs on it.
+    :returns: ``{query_id: [Passage, ...]}``, best-ranked first.
+    """
+    try:
+        import bm25s
+    except ImportError as e:
+        msg = 'BM25 negatives need bm25s: pip install "haystack-mvr[train]" (or set num_bm25_negatives to 0).'
+        raise ImportError(msg) from e
+    if not corpus:
+        return {}
+    queries = _unique_queries(examples)
+    index_texts = [f"{p.title} {p.text}".strip() for p in corpus]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(index_texts, stopwords="en", show_progress=False), show_progress=False)
+    query_tokens = bm25s.tokenize([e.query for e in queries.values()], stopwords="en", return_ids=False,
+                                  show_progress=False)
+    k = min(len(corpus), depth + max(len(e.positive_ids) for e in queries.values()))
+    ranked, scores = retriever.retrieve(query_tokens, k=k, show_progress=show_progress)
+    result = {}
+    for (qid, example), ids, row_scores in zip(queries.items(), ranked, scores, strict=True):
+        candidates = [int(i) for i, s in zip(ids, row_scores, strict=True) if s > 0]
+        result[qid] = _select(example, candidates, corpus, num_negatives, text_of)
+    return result
+
+
+@torch.inference_mode()
+def mine_negatives(
+    encoder,
+    examples: Sequence[TrainingExample],
+    corpus: Sequence[Passage],
+    *,
+    num_negatives: int = 30,
+    depth: int = 100,
+    batch_size: int = 64,
+    text_of: Callable[[Passage], str] = _plain_text,
+    query_chunk: int = 64,
+    progress_bar: bool = False,
+) -> dict[str, list[Passage]]:
+    """
+    Dense hard negatives from a trained checkpoint (the coCondenser / CAMVR two-round recipe).
+
+    Encodes ``corpus`` (views) and the queries with ``encoder`` (a :class:`~haystack_mvr.modeling.MultiViewEncoder`),
+    ranks by ``max_i f_i(q, d)`` (exhaustive, on the encoder's device) and keeps the best-ranked passages that are
+    neither a positive nor hold an answer.
+
+    :returns: ``{query_id: [Passage, ...]}``, best-ranked first; write it with :func:`write_negatives`.
+    """
+    if not corpus:
+        return {}
+    queries = _unique_queries(examples)
+    device = encoder.device
+    encoded = encoder.encode_documents([text_of(p) for p in corpus], batch_size=batch_size, progress_bar=progress_bar)
+    k_max = max(e.views.shape[0] for e in encoded)
+    dim = encoded[0].views.shape[1]
+    views = np.zeros((len(corpus), k_max, dim), dtype=np.float32)
+    mask = np.zeros((len(corpus), k_max), dtype=bool)
+    for i, e in enumerate(encoded):
+        views[i, : e.views.shape[0]] = e.views
+        mask[i, : e.views.shape[0]] = True
+    views_t, mask_t = torch.from_numpy(views).to(device), torch.from_numpy(mask).to(device)
+    query_vectors = torch.from_numpy(
+        encoder.encode_queries([e.query for e in queries.values()], batch_size=batch_size, progress_bar=progress_bar)
+    ).to(device)
+    k = min(len(corpus), depth + max(len(e.positive_ids) for e in queries.values()))
+    result: dict[str, list[Passage]] = {}
+    items = list(queries.items())
+    for start in range(0, len(items), query_chunk):
+        scores, _ = max_over_views(view_scores(query_vectors[start : start + query_chunk], views_t), mask_t[None])
+        top = scores.topk(k, dim=1).indices.cpu().tolist()
+        for (qid, example), ranked in zip(items[start : start + query_chunk], top, strict=True):
+            result[qid] = _select(example, ranked, corpus, num_negatives, text_of)
+    return result
+
+
+def write_negatives(path: str | Path, negatives: Mapping[str, Sequence[Passage]]) -> Path:
+    """Write ``{query_id: [Passage, ...]}`` as JSONL (passages inline, so the file stands alone)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for qid, passages in negatives.items():
+            record = {"query_id": qid, "negatives": [{"id": p.id, "title": p.title, "text": p.text} for p in passages]}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_negatives(path: str | Path) -> dict[str, list[Passage]]:
+    """Read a negatives JSONL written by :func:`write_negatives`; a bad record names its file, line and field."""
+    path = Path(path)
+    if not path.is_file():
+        msg = f"{path} does not exist (write one with `haystack-mvr mine-negatives`)."
+        raise FileNotFoundError(msg)
+    result: dict[str, list[Passage]] = {}
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                msg = f"{where}: not valid JSON ({e.msg})."
+                raise ValueError(msg) from e
+            qid = record.get("query_id") if isinstance(record, dict) else None
+            if not isinstance(qid, str) or not qid:
+                msg = f"{where}: field 'query_id' must be a non-empty string."
+                raise ValueError(msg)
+            negatives = record.get("negatives")
+            if not isinstance(negatives, list):
+                msg = f"{where}: field 'negatives' must be a list of {{id, title, text}} objects."
+                raise ValueError(msg)
+            passages = []
+            for i, n in enumerate(negatives):
+                ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("text"), str)
+                if not ok or not n["text"].strip():
+                    msg = f"{where}: field 'negatives[{i}]' needs a string 'id' and a non-empty string 'text'."
+                    raise ValueError(msg)
+                passages.append(Passage(id=n["id"], title=str(n.get("title") or ""), text=n["text"]))
+            result.setdefault(qid, []).extend(passages)
+    return result
