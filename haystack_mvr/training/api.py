@@ -89,6 +89,12 @@ def train(args: TrainingArguments) -> Path:
         set_seed(args.seed)
         checkpoint = resolve_checkpoint(args.resume_from, args.output_dir)
         encoder = load_encoder(args, checkpoint)
+        if encoder.config.normalize and (args.temperature is None or args.temperature >= 0.2):
+            logger.warning(
+                "This encoder L2-normalises its vectors (scores are cosines in [-1, 1]) and the temperature is at "
+                "least 0.2 (MVR's Eq. 8 anneals 1 -> 0.3 for inner products): the contrastive signal will be weak. "
+                "Train with --no-normalize (inner products, as DPR and MVR) or a fixed --temperature such as 0.05."
+            )
         data = load_examples(args)
         with_pool = sum(1 for e in data.examples if e.hard_negatives)
         logger.info("%s: %d examples, %d with hard negatives", data.description, len(data.examples), with_pool)

@@ -107,7 +107,9 @@ class MultiViewTrainer:
     - **Distributed** (``torchrun``, ``WORLD_SIZE > 1``): DDP averages gradients; every process's document views are
       all-gathered with a gradient-preserving ``all_gather`` so that each query is contrasted with the documents of
       all processes (the same loss as one process with the global batch). Queries are not gathered: they are never
-      negatives, and each process's loss over its own queries, averaged by DDP, is the global mean.
+      negatives, and each process's loss over its own queries, averaged by DDP, is the global mean. A passage that
+      is a query's known positive is never its negative, whichever process it comes from; a passage that two
+      processes both draw as a hard negative appears twice in the denominator.
     - **Checkpoints** (``output_dir/checkpoints/step-N``): model, optimiser, scheduler, scaler, step and every
       process's RNG state; resuming continues exactly where the run stopped (the data order and the negatives drawn
       depend only on seed, epoch and example).
@@ -291,6 +293,8 @@ class MultiViewTrainer:
         if self.ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             args.to_json(self.output_dir / ARGS_FILE)
+            if checkpoint is None:  # a fresh run starts a fresh log; a resumed one appends to it
+                (self.output_dir / LOG_FILE).unlink(missing_ok=True)
         if checkpoint is not None:
             self.load_state(checkpoint)
         self._barrier()
