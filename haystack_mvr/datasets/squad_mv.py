@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from haystack_mvr.datasets.jsonl import read_jsonl
 
 # Held out for development, chosen once with ``random.Random(2022).sample(sorted(titles), 6)``.
 # Never train on questions of these articles when reporting dev numbers.
@@ -40,40 +41,23 @@ class Question:
     answer_starts: list[int] = field(default_factory=list)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                msg = f"{path}:{line_no}: not valid JSON ({e.msg})."
-                raise ValueError(msg) from e
-            if not isinstance(record, dict):
-                msg = f"{path}:{line_no}: expected a JSON object."
-                raise ValueError(msg)
-            yield line_no, record
-
-
-def _field(record: dict, name: str, kind: type, path: Path, line_no: int):
+def _field(record: dict, name: str, kind: type, where: str):
     value = record.get(name)
     if not isinstance(value, kind) or (kind is str and not value.strip()):
-        msg = f"{path}:{line_no}: field '{name}' must be a non-empty {kind.__name__}."
+        msg = f"{where}: field '{name}' must be a non-empty {kind.__name__}."
         raise ValueError(msg)
     return value
 
 
 def load_corpus(path: str | Path) -> list[Passage]:
     """Read a corpus JSONL of ``{"id", "title", "text"}`` records; bad records name file, line and field."""
-    path = Path(path)
     passages = []
-    for line_no, r in _read_jsonl(path):
+    for where, r in read_jsonl(path):
         passages.append(
             Passage(
-                id=str(_field(r, "id", str, path, line_no)),
+                id=str(_field(r, "id", str, where)),
                 title=str(r.get("title") or ""),
-                text=_field(r, "text", str, path, line_no),
+                text=_field(r, "text", str, where),
             )
         )
     return passages
@@ -81,20 +65,19 @@ def load_corpus(path: str | Path) -> list[Passage]:
 
 def load_questions(path: str | Path) -> list[Question]:
     """Read questions in the squad-mv ``train.jsonl`` format; bad records name file, line and field."""
-    path = Path(path)
     questions = []
-    for line_no, r in _read_jsonl(path):
-        answers = _field(r, "answers", list, path, line_no)
+    for where, r in read_jsonl(path):
+        answers = _field(r, "answers", list, where)
         starts = r.get("answer_starts") or []
         if not isinstance(starts, list) or not all(isinstance(s, int) for s in starts):
-            msg = f"{path}:{line_no}: field 'answer_starts' must be a list of integers."
+            msg = f"{where}: field 'answer_starts' must be a list of integers."
             raise ValueError(msg)
         questions.append(
             Question(
-                id=str(_field(r, "id", str, path, line_no)),
-                question=_field(r, "question", str, path, line_no),
+                id=str(_field(r, "id", str, where)),
+                question=_field(r, "question", str, where),
                 answers=[str(a) for a in answers],
-                positive_id=_field(r, "positive_id", str, path, line_no),
+                positive_id=_field(r, "positive_id", str, where),
                 title=str(r.get("title") or ""),
                 answer_starts=list(starts),
             )

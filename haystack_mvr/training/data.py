@@ -18,6 +18,7 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
+from haystack_mvr.datasets.jsonl import read_jsonl
 from haystack_mvr.datasets.squad_mv import DEV_ARTICLES, Passage, load_corpus, load_questions, split_by_article
 
 __all__ = [
@@ -81,27 +82,6 @@ def _text_field(record: Mapping[str, Any], name: str, where: str, *, required: b
     if not isinstance(value, str) or (required and not value.strip()):
         raise _bad(where, name, "must be a non-empty string" if required else "must be a string")
     return value
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, record)`` per non-blank line; ``where`` is ``"<file>:<line>"``."""
-    if not path.is_file():
-        msg = f"{path} does not exist."
-        raise FileNotFoundError(msg)
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                msg = f"{where}: not valid JSON ({e.msg})."
-                raise ValueError(msg) from e
-            if not isinstance(record, dict):
-                msg = f"{where}: expected a JSON object."
-                raise ValueError(msg)
-            yield where, record
 
 
 def _nonblank_line_numbers(path: Path) -> list[int]:
@@ -205,7 +185,7 @@ def _dpr_records(path: Path) -> Iterator[tuple[str, Any]]:
         msg = f"{path} does not exist; for --data-format dpr, --data-dir is the biencoder .json or .jsonl file."
         raise FileNotFoundError(msg)
     if path.suffix == ".jsonl":
-        yield from _jsonl_records(path)
+        yield from read_jsonl(path)
         return
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -284,14 +264,14 @@ def load_beir(data_dir: str | Path, *, split: str = "train") -> TrainingData:
             msg = f"{path} does not exist; --data-dir must be a BEIR directory with qrels/{split}.tsv."
             raise FileNotFoundError(msg)
     corpus: dict[str, Passage] = {}
-    for where, r in _jsonl_records(corpus_path):
+    for where, r in read_jsonl(corpus_path):
         pid = r.get("_id")
         if not isinstance(pid, (str, int)) or str(pid) == "":
             raise _bad(where, "_id", "must be a non-empty string")
         corpus[str(pid)] = Passage(id=str(pid), title=_text_field(r, "title", where, required=False),
                                    text=_text_field(r, "text", where))
     queries: dict[str, str] = {}
-    for where, r in _jsonl_records(queries_path):
+    for where, r in read_jsonl(queries_path):
         qid = r.get("_id")
         if not isinstance(qid, (str, int)) or str(qid) == "":
             raise _bad(where, "_id", "must be a non-empty string")

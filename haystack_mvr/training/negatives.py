@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from haystack_mvr.datasets.jsonl import read_jsonl
 from haystack_mvr.evaluation.answer_matching import has_answer
 from haystack_mvr.modeling.scoring import max_over_views, view_scores
 from haystack_mvr.training.data import Passage, TrainingExample
@@ -172,35 +173,22 @@ def write_negatives(path: str | Path, negatives: Mapping[str, Sequence[Passage]]
 
 def read_negatives(path: str | Path) -> dict[str, list[Passage]]:
     """Read a negatives JSONL written by :func:`write_negatives`; a bad record names its file, line and field."""
-    path = Path(path)
-    if not path.is_file():
-        msg = f"{path} does not exist (write one with `haystack-mvr mine-negatives`)."
-        raise FileNotFoundError(msg)
     result: dict[str, list[Passage]] = {}
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                msg = f"{where}: not valid JSON ({e.msg})."
-                raise ValueError(msg) from e
-            qid = record.get("query_id") if isinstance(record, dict) else None
-            if not isinstance(qid, str) or not qid:
-                msg = f"{where}: field 'query_id' must be a non-empty string."
+    for where, record in read_jsonl(path, missing_hint="write one with `haystack-mvr mine-negatives`"):
+        qid = record.get("query_id")
+        if not isinstance(qid, str) or not qid:
+            msg = f"{where}: field 'query_id' must be a non-empty string."
+            raise ValueError(msg)
+        negatives = record.get("negatives")
+        if not isinstance(negatives, list):
+            msg = f"{where}: field 'negatives' must be a list of {{id, title, text}} objects."
+            raise ValueError(msg)
+        passages = []
+        for i, n in enumerate(negatives):
+            ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("text"), str)
+            if not ok or not n["text"].strip():
+                msg = f"{where}: field 'negatives[{i}]' needs a string 'id' and a non-empty string 'text'."
                 raise ValueError(msg)
-            negatives = record.get("negatives")
-            if not isinstance(negatives, list):
-                msg = f"{where}: field 'negatives' must be a list of {{id, title, text}} objects."
-                raise ValueError(msg)
-            passages = []
-            for i, n in enumerate(negatives):
-                ok = isinstance(n, dict) and isinstance(n.get("id"), str) and isinstance(n.get("text"), str)
-                if not ok or not n["text"].strip():
-                    msg = f"{where}: field 'negatives[{i}]' needs a string 'id' and a non-empty string 'text'."
-                    raise ValueError(msg)
-                passages.append(Passage(id=n["id"], title=str(n.get("title") or ""), text=n["text"]))
-            result.setdefault(qid, []).extend(passages)
+            passages.append(Passage(id=n["id"], title=str(n.get("title") or ""), text=n["text"]))
+        result.setdefault(qid, []).extend(passages)
     return result
