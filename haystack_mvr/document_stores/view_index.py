@@ -24,7 +24,11 @@ class ViewIndex:
     def __init__(self, dim: int, index_factory: str = "Flat") -> None:
         self.dim = dim
         self.index_factory = index_factory
-        self.vectors = np.zeros((0, dim), dtype=np.float32)
+        self.reset()
+
+    def reset(self) -> None:
+        """Remove every row."""
+        self.vectors = np.zeros((0, self.dim), dtype=np.float32)
         self.row_doc = np.zeros(0, dtype=np.int64)
         self.row_view = np.zeros(0, dtype=np.int32)
         self._index: faiss.Index | None = None
@@ -33,11 +37,6 @@ class ViewIndex:
     @property
     def ntotal(self) -> int:
         return int(self.vectors.shape[0])
-
-    def add(self, slot: int, views: np.ndarray) -> None:
-        self.vectors = np.concatenate([self.vectors, views])
-        self.row_doc = np.concatenate([self.row_doc, np.full(len(views), slot, dtype=np.int64)])
-        self.row_view = np.concatenate([self.row_view, np.arange(len(views), dtype=np.int32)])
 
     def add_many(self, slots: list[int], views: list[np.ndarray]) -> None:
         if not views:
@@ -93,9 +92,6 @@ class ViewIndex:
                 scores, rows = scores[:, keep][:, :k], rows[:, keep][:, :k]
         valid = rows[0] >= 0
         return scores[0][valid], rows[0][valid]
-
-    def reset(self) -> None:
-        self.__init__(self.dim, self.index_factory)  # type: ignore[misc]
 
     def faiss_index(self) -> faiss.Index:
         return self._ensure_index()
