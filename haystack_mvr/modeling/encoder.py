@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, EncoderInputs, InputBuilder, viewer_tokens
@@ -30,6 +31,16 @@ class EncodedDocument:
 
     views: np.ndarray
     spans: list[Span | None]
+
+
+def _load_backbone(name_or_path: str | Path) -> PreTrainedModel:
+    """Load a backbone without its pooler; the pooler weights it then skips are expected, so no load report."""
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        return AutoModel.from_pretrained(str(name_or_path), add_pooling_layer=False)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
 
 def _sentence_transformers_defaults(path: Path) -> dict[str, Any]:
@@ -95,7 +106,7 @@ class MultiViewEncoder(nn.Module):
         defaults = _sentence_transformers_defaults(path) if path.is_dir() else {}
         config = MultiViewConfig(**{**defaults, **overrides, "base_model": str(model_name_or_path)})
         tokenizer = AutoTokenizer.from_pretrained(str(model_name_or_path))
-        backbone = AutoModel.from_pretrained(str(model_name_or_path), add_pooling_layer=False)
+        backbone = _load_backbone(model_name_or_path)
         if config.uses_viewer_tokens:
             _add_viewer_tokens(tokenizer, backbone, config)
         query_backbone = None if config.tied else copy.deepcopy(backbone)
@@ -110,9 +121,9 @@ class MultiViewEncoder(nn.Module):
             raise ValueError(msg)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         if config.tied:
-            return cls(config, tokenizer, AutoModel.from_pretrained(str(path), add_pooling_layer=False))
-        document = AutoModel.from_pretrained(str(path / DOCUMENT_SUBFOLDER), add_pooling_layer=False)
-        query = AutoModel.from_pretrained(str(path / QUERY_SUBFOLDER), add_pooling_layer=False)
+            return cls(config, tokenizer, _load_backbone(path))
+        document = _load_backbone(path / DOCUMENT_SUBFOLDER)
+        query = _load_backbone(path / QUERY_SUBFOLDER)
         return cls(config, tokenizer, document, query)
 
     def save_pretrained(self, directory: str | Path) -> Path:
