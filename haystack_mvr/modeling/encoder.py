@@ -149,9 +149,11 @@ class MultiViewEncoder(nn.Module):
         return next(self.parameters()).device
 
     def gradient_checkpointing_enable(self) -> None:
-        self.document_backbone.gradient_checkpointing_enable()
-        if not self.config.tied:
-            self.query_backbone.gradient_checkpointing_enable()
+        backbones = [self.document_backbone] if self.config.tied else [self.document_backbone, self.query_backbone]
+        for backbone in backbones:
+            # transformers 5 renamed it; 4.x only has the old name.
+            enable = getattr(backbone, "activation_checkpointing_enable", None) or backbone.gradient_checkpointing_enable
+            enable()
 
     # ------------------------------------------------------------------------------------ tokenization
     def tokenize_queries(self, texts: list[str]) -> EncoderInputs:
