@@ -15,7 +15,7 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils.filters import document_matches_filter
 
-from haystack_mvr.document_stores import persistence
+from haystack_mvr.document_stores import metadata_queries, persistence
 from haystack_mvr.document_stores.view_index import ViewIndex, collapse_to_documents
 from haystack_mvr.views import (
     MATCHED_SPAN_KEY,
@@ -182,6 +182,33 @@ class FaissMultiViewDocumentStore:
         with self._lock:
             return len(self._matching(filters))
 
+    def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
+        self._ensure_loaded()
+        with self._lock:
+            return metadata_queries.count_unique(self._matching(filters), metadata_fields)
+
+    def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
+        self._ensure_loaded()
+        with self._lock:
+            return metadata_queries.fields_info(self._documents.values())
+
+    def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
+        self._ensure_loaded()
+        with self._lock:
+            return metadata_queries.min_max(self._documents.values(), metadata_field)
+
+    def get_metadata_field_unique_values(
+        self,
+        metadata_field: str,
+        search_term: str | None = None,
+        from_: int = 0,
+        size: int = 10,
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], int]:
+        self._ensure_loaded()
+        with self._lock:
+            return metadata_queries.paged_unique_values(self._matching(filters), metadata_field, search_term, from_, size)
+
     # ---------------------------------------------------------------------------------------- async API
     async def count_documents_async(self) -> int:
         return await asyncio.to_thread(self.count_documents)
@@ -208,6 +235,29 @@ class FaissMultiViewDocumentStore:
 
     async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
         return await asyncio.to_thread(self.count_documents_by_filter, filters)
+
+    async def count_unique_metadata_by_filter_async(
+        self, filters: dict[str, Any], metadata_fields: list[str]
+    ) -> dict[str, int]:
+        return await asyncio.to_thread(self.count_unique_metadata_by_filter, filters, metadata_fields)
+
+    async def get_metadata_fields_info_async(self) -> dict[str, dict[str, str]]:
+        return await asyncio.to_thread(self.get_metadata_fields_info)
+
+    async def get_metadata_field_min_max_async(self, metadata_field: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_metadata_field_min_max, metadata_field)
+
+    async def get_metadata_field_unique_values_async(
+        self,
+        metadata_field: str,
+        search_term: str | None = None,
+        from_: int = 0,
+        size: int = 10,
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], int]:
+        return await asyncio.to_thread(
+            self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
+        )
 
     async def search_async(self, query_embedding: Any, top_k: int = 10, filters: dict[str, Any] | None = None,
                            return_embedding: bool = False) -> list[Document]:

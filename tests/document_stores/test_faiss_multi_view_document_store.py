@@ -3,9 +3,21 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
-from haystack.testing.document_store import DocumentStoreBaseExtendedTests
+from haystack.testing.document_store import (
+    CountDocumentsByFilterTest,
+    CountUniqueMetadataByFilterTest,
+    DocumentStoreBaseExtendedTests,
+    GetMetadataFieldMinMaxTest,
+    GetMetadataFieldsInfoTest,
+    GetMetadataFieldUniqueValuesTest,
+)
 from haystack.testing.document_store_async import (
     CountDocumentsAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+    CountUniqueMetadataByFilterAsyncTest,
+    GetMetadataFieldMinMaxAsyncTest,
+    GetMetadataFieldsInfoAsyncTest,
+    GetMetadataFieldUniqueValuesAsyncTest,
     DeleteAllAsyncTest,
     DeleteByFilterAsyncTest,
     DeleteDocumentsAsyncTest,
@@ -23,7 +35,14 @@ def document_store():
     return FaissMultiViewDocumentStore()
 
 
-class TestHaystackSuite(DocumentStoreBaseExtendedTests):
+class TestHaystackSuite(
+    DocumentStoreBaseExtendedTests,
+    CountDocumentsByFilterTest,
+    CountUniqueMetadataByFilterTest,
+    GetMetadataFieldsInfoTest,
+    GetMetadataFieldMinMaxTest,
+    GetMetadataFieldUniqueValuesTest,
+):
     @pytest.fixture
     def document_store(self):
         return FaissMultiViewDocumentStore()
@@ -41,6 +60,11 @@ class TestHaystackSuite(DocumentStoreBaseExtendedTests):
 
 class TestAsyncSuite(
     CountDocumentsAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+    CountUniqueMetadataByFilterAsyncTest,
+    GetMetadataFieldsInfoAsyncTest,
+    GetMetadataFieldMinMaxAsyncTest,
+    GetMetadataFieldUniqueValuesAsyncTest,
     DeleteAllAsyncTest,
     DeleteByFilterAsyncTest,
     DeleteDocumentsAsyncTest,
