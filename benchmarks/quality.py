@@ -2,6 +2,9 @@
 
     python benchmarks/quality.py --tier squad-mv
     python benchmarks/quality.py --tier squad-mv+20k --checkpoint mvr=runs/mvr --checkpoint camvr=runs/camvr
+    # dense systems on a GPU machine, then BM25 and the hybrid on a CPU one, merged into one results file:
+    python benchmarks/quality.py --tier squad-mv+20k --systems single-vector,snippet,checkpoints --checkpoint ...
+    python benchmarks/quality.py --tier squad-mv+20k --systems bm25,hybrid --checkpoint mvr=runs/mvr --update
 
 Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png. Questions: the dev split by article of
 squad-mv (haystack_mvr.datasets.DEV_ARTICLES), or any file in its train.jsonl format (--questions).
@@ -31,6 +34,7 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
 
+SYSTEMS = ("bm25", "single-vector", "snippet", "checkpoints", "hybrid")
 TIERS = {"squad-mv": 0, "squad-mv+20k": 20_000, "squad-mv+200k": 200_000}
 RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
@@ -134,7 +138,16 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"Comma-separated subset of {SYSTEMS}; 'hybrid' fuses BM25 with the best multi-view system run here.",
+    )
+    parser.add_argument("--update", action="store_true", help="Merge into the tier's existing results file.")
     args = parser.parse_args()
+    systems = {s.strip() for s in args.systems.split(",") if s.strip()}
+    if not systems <= set(SYSTEMS):
+        parser.error(f"unknown --systems {sorted(systems - set(SYSTEMS))}; choose from {SYSTEMS}")
 
     if args.questions:
         questions = load_questions(args.questions)
@@ -146,6 +159,8 @@ def main() -> None:
     print(f"tier {args.tier}: {len(docs)} documents, {len(questions)} questions")
 
     results: dict[str, dict[str, float]] = {}
+    machines: dict[str, str] = {}
+    machine = machine_label()
 
     def measure(name: str, query: Pipeline, inputs, output: str, index_seconds: float) -> None:
         start = time.perf_counter()
@@ -154,39 +169,55 @@ def main() -> None:
         metrics["index_seconds"] = round(index_seconds, 1)
         metrics["query_ms"] = round(1000 * (time.perf_counter() - start) / len(questions), 2)
         results[name] = metrics
+        machines[name] = machine
         print(markdown_table({name: metrics}, metrics=COLUMNS), flush=True)
 
-    bm25_query, bm25_inputs, _ = bm25_system(docs)
-    measure("BM25 (InMemoryBM25Retriever)", bm25_query, bm25_inputs, "retriever", 0.0)
-    st_query, st_inputs, seconds = st_single_vector_system(docs, model, args.batch_size)
-    measure("MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)", st_query, st_inputs,
-            "retriever", seconds)
-    del st_query
+    if systems & {"bm25", "hybrid"}:
+        bm25_query, bm25_inputs, _ = bm25_system(docs)
+        if "bm25" in systems:
+            measure("BM25 (InMemoryBM25Retriever)", bm25_query, bm25_inputs, "retriever", 0.0)
+    if "single-vector" in systems:
+        st_query, st_inputs, seconds = st_single_vector_system(docs, model, args.batch_size)
+        measure("MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)", st_query, st_inputs,
+                "retriever", seconds)
+        del st_query
 
-    multi_view = {"MiniLM snippet-pooled multi-view (zero-shot)": model}
-    for spec in args.checkpoint:
-        name, _, path = spec.partition("=")
+    multi_view = {"MiniLM snippet-pooled multi-view (zero-shot)": model} if "snippet" in systems else {}
+    for spec in args.checkpoint if systems & {"checkpoints", "hybrid"} else []:
+        name, _, path = spec.rpartition("=")
         multi_view[name] = path
     best_name, best = None, None
     for name, path in multi_view.items():
         store, seconds = multi_view_store(docs, path, args.batch_size)
-        query, inputs = multi_view_system(store, path)
-        measure(name, query, inputs, "retriever", seconds)
-        score = results[name]["gold_R@5"] + results[name]["gold_R@1"]
+        if "checkpoints" in systems or path == model:
+            query, inputs = multi_view_system(store, path)
+            measure(name, query, inputs, "retriever", seconds)
+            score = results[name]["gold_R@5"] + results[name]["gold_R@1"]
+        else:  # a checkpoint given only as the hybrid's dense side
+            score = float("inf")
         if best is None or score > best[0]:
             best_name, best = name, (score, store, path)
-    assert best is not None
-    hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2])
-    measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF)", hybrid_query, hybrid_inputs, "joiner", 0.0)
+    if "hybrid" in systems:
+        if best is None:
+            parser.error("--systems hybrid needs a multi-view system: add snippet or a --checkpoint")
+        hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2])
+        measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF)", hybrid_query, hybrid_inputs, "joiner", 0.0)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / args.tier
+    if args.update and stem.with_suffix(".json").exists():
+        previous = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+        if previous["documents"] != len(docs) or previous["questions"] != len(questions):
+            parser.error(f"{stem}.json holds another corpus or question set; run without --update")
+        old_machines = previous.get("machines") or dict.fromkeys(previous["systems"], previous.get("machine", "?"))
+        results = {**previous["systems"], **results}
+        machines = {**old_machines, **machines}
     payload = {
         "tier": args.tier,
         "documents": len(docs),
         "questions": len(questions),
         "question_source": str(args.questions or "squad-mv dev split (haystack_mvr.datasets.DEV_ARTICLES)"),
-        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, CPU only",
+        "machines": machines,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
         "systems": results,
@@ -198,6 +229,15 @@ def main() -> None:
     )
     plot(results, stem.with_suffix(".png"), args.tier)
     print(f"\n{table}\nwrote {stem}.json, .md, .png")
+
+
+def machine_label() -> str:
+    """Where the numbers (index_seconds, query_ms) were measured."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{platform.node()}, GPU {torch.cuda.get_device_name()}"
+    return f"{platform.node()} {platform.processor() or platform.machine()}, CPU only ({torch.get_num_threads()} threads)"
 
 
 def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:

@@ -16,6 +16,13 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     parser.add_argument("--index-factory", default="Flat", help="FAISS index_factory string.")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output", type=Path, default=None, help="Write the metrics as JSON here.")
+    parser.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="Add the multi-view collapse diagnostics: local variation, view perplexity, per-view and answer-view "
+        "accuracy, viewer attention KL (on --attention-sample documents).",
+    )
+    parser.add_argument("--attention-sample", type=int, default=256, help="Documents for the viewer attention KL.")
     parser.set_defaults(handler=run_eval)
     return parser
 
@@ -42,7 +49,7 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    indexing.run({"embedder": {"documents": documents}})
+    embedded = indexing.run({"embedder": {"documents": documents}}, include_outputs_from={"embedder"})
 
     querying = Pipeline()
     querying.add_component("embedder", MultiViewTextEmbedder(model=args.model))
@@ -51,8 +58,29 @@ def run_eval(args: argparse.Namespace) -> int:
     ranked = run_query_pipeline(
         querying, questions, inputs=lambda q: {"embedder": {"text": q}}, output_component="retriever", progress_bar=True
     )
-    metrics = evaluate_ranking(ranked)
+    metrics: dict = evaluate_ranking(ranked)
     print(markdown_table({str(args.model): metrics}))
+    if args.diagnostics:
+        metrics["diagnostics"] = _diagnostics(args, embedded["embedder"]["documents"], querying, questions, ranked)
+        print(json.dumps({k: v for k, v in metrics["diagnostics"].items() if k != "viewer_attention_kl"}, indent=2))
     if args.output:
         args.output.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _diagnostics(args: argparse.Namespace, documents, querying, questions, ranked) -> dict:
+    import numpy as np
+
+    from haystack_mvr.evaluation.view_report import view_diagnostics_report
+
+    text_embedder = querying.get_component("embedder")
+    queries = np.array([text_embedder.run(text=q.question)["embedding"] for q in questions], dtype=np.float32)
+    attention = None
+    encoder = querying.get_component("embedder").encoder
+    if encoder.config.uses_viewer_tokens and args.attention_sample > 0:
+        sample = documents[: args.attention_sample]
+        texts = [f"{d.meta['title']}\n{d.content}" for d in sample]
+        attention = []
+        for start in range(0, len(texts), args.batch_size):
+            attention.extend(encoder.viewer_attention(texts[start : start + args.batch_size]))
+    return view_diagnostics_report(documents, queries, questions, ranked=ranked, attention=attention)

@@ -265,5 +265,13 @@ def _add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedM
         if config.viewer_init == "cls":
             embeddings[ids] = embeddings[tokenizer.cls_token_id].clone()
         else:
-            std = getattr(backbone.config, "initializer_range", 0.02)
-            embeddings[ids] = torch.randn(len(ids), embeddings.shape[1]) * std
+            # Drawn at the scale of the pretrained vocabulary, per dimension. A draw at the backbone's
+            # initializer_range (0.02) is tiny next to the position and segment embeddings that every viewer
+            # shares, so after the embedding LayerNorm all MVR viewers start (and stay) nearly identical: the
+            # views collapse (CAMVR Eq. 8), as measured on squad-mv (local variation 0.0).
+            pretrained = torch.ones(embeddings.shape[0], dtype=torch.bool, device=embeddings.device)
+            pretrained[ids] = False
+            vocabulary = embeddings[pretrained].float()
+            mean, std = vocabulary.mean(dim=0), vocabulary.std(dim=0)
+            draw = torch.randn(len(ids), embeddings.shape[1], device=embeddings.device) * std + mean
+            embeddings[ids] = draw.to(embeddings.dtype)

@@ -179,3 +179,23 @@ def test_snippet_mode_global_view_and_query_match_sentence_transformers(minilm):
     got = np.stack([d.views[0] for d in enc.encode_documents(DOCS)])
     np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_allclose(enc.encode_queries(["who won?"]), st.encode(["who won?"]), atol=1e-5)
+
+
+def test_random_viewer_init_is_drawn_at_the_vocabulary_scale(tiny_backbone, tmp_path):
+    # A backbone whose token embeddings are 50x larger than its initializer_range: a draw at initializer_range
+    # would leave the viewers tiny next to the shared position embedding, and the MVR views would collapse.
+    from transformers import AutoModel, AutoTokenizer
+
+    backbone = AutoModel.from_pretrained(tiny_backbone)
+    with torch.no_grad():
+        backbone.get_input_embeddings().weight.mul_(50.0)
+    backbone.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(tmp_path)
+
+    enc = MultiViewEncoder.from_pretrained(tmp_path, mode="mvr", num_views=4)
+    weight = enc.document_backbone.get_input_embeddings().weight.detach()
+    ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(4))
+    vocabulary = weight[: min(ids)]
+    ratio = weight[ids].std(dim=0).mean() / vocabulary.std(dim=0).mean()
+    assert 0.5 < float(ratio) < 2.0
+    assert torch.cdist(weight[ids], weight[ids]).triu(1).max() > 0  # four distinct viewers

