@@ -8,7 +8,7 @@
 #   PARALLEL=0 EPOCHS=2 bash benchmarks/fine_tune_squad_mv.sh   # one after the other, e.g. on a CPU
 #
 # Environment: MODEL (default: the packaged all-MiniLM-L6-v2), DATA (default ../shared/data), RUNS (default
-# runs), EPOCHS (20), BATCH (128), LR (2e-5), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
+# runs), EPOCHS (20), BATCH (128), LR (2e-5), VIEWER_POSITION (MVR, 0), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
 # EXTRA (more training flags, e.g. "--max-steps 2").
 set -euo pipefail
 PY=${PYTHON:-python}
@@ -21,7 +21,7 @@ common=(--model "$MODEL" --data-dir "$DATA/squad-mv" --epochs "${EPOCHS:-20}" --
         --seed 42 --num-workers 2 --save-every 1000000 --save-total-limit 1 --no-progress-bar ${EXTRA:-})
 declare -A runs=(
   [single-vector]="--mode mvr --num-views 1"
-  [mvr]="--mode mvr --num-views 8"
+  [mvr]="--mode mvr --num-views 8 --viewer-position ${VIEWER_POSITION:-0}"
   [camvr]="--mode camvr --num-views 8"
 )
 pids=()

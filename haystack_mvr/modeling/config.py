@@ -28,6 +28,10 @@ class MultiViewConfig:
     :param normalize: L2-normalise every vector (scores become cosines).
     :param tied: One backbone for queries and documents (``False``: two separately trained copies).
     :param viewer_init: ``"random"`` (as in the paper) or ``"cls"`` (copy the ``[CLS]`` token embedding).
+    :param viewer_position: mvr: the position id all k viewers share; the document follows from
+        ``viewer_position + 1``. The paper uses 0. On a backbone whose position 0 is an attention sink (every token
+        there ends in the same state, e.g. all-MiniLM-L6-v2) the k views come out identical whatever their
+        embeddings; 1 keeps them apart (``benchmarks/viewer_collapse_probe.py`` measures it).
     :param base_model: The backbone this encoder was built from (informational).
     """
 
@@ -38,6 +42,7 @@ class MultiViewConfig:
     normalize: bool = False
     tied: bool = True
     viewer_init: Literal["random", "cls"] = "random"
+    viewer_position: int = 0
     base_model: str = ""
     format_version: int = FORMAT_VERSION
 
@@ -50,6 +55,12 @@ class MultiViewConfig:
             raise ValueError(msg)
         if self.viewer_init not in ("random", "cls"):
             msg = f"viewer_init must be 'random' or 'cls', got {self.viewer_init!r}."
+            raise ValueError(msg)
+        if not isinstance(self.viewer_position, int) or self.viewer_position < 0:
+            msg = f"viewer_position must be a non-negative integer, got {self.viewer_position!r}."
+            raise ValueError(msg)
+        if self.viewer_position and self.mode != "mvr":
+            msg = f"viewer_position applies to mode 'mvr' only (mode is {self.mode!r}); leave it at 0."
             raise ValueError(msg)
         if self.doc_max_length < self.num_views + 2:
             msg = f"doc_max_length ({self.doc_max_length}) leaves no room for {self.num_views} viewers and text."

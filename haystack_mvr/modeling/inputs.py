@@ -55,8 +55,12 @@ def _pad(rows: list[list[int]], value: int) -> Tensor:
 
 
 def _assemble(
-    ids: list[list[int]], positions: list[list[int]] | None, weights: list[list[tuple[int, int, int]]],
-    num_views: int, pad_id: int, spans: list[list[Span | None]],
+    ids: list[list[int]],
+    positions: list[list[int]] | None,
+    weights: list[list[tuple[int, int, int]]],
+    num_views: int,
+    pad_id: int,
+    spans: list[list[Span | None]],
 ) -> EncoderInputs:
     """``weights[b]`` lists, per view, the token range ``[start, end)`` averaged over and the view index."""
     input_ids = _pad(ids, pad_id)
@@ -123,14 +127,15 @@ class InputBuilder:
         return build(texts)
 
     def _mvr(self, texts: list[str]) -> EncoderInputs:
-        """``[VIE_1..VIE_k] d [SEP]``; all viewers at position 0, document tokens from 1 (MVR §3.2)."""
+        """``[VIE_1..VIE_k] d [SEP]``; all viewers at position p (MVR §3.2: 0), document tokens from p + 1."""
         k = self.config.num_views
+        p = self.config.viewer_position
         budget = self.config.doc_max_length - k - 1
         ids, positions, weights = [], [], []
         for tokens in _token_ids(self.tokenizer, texts):
             body = [*tokens[:budget], self.sep_id]
             ids.append([*self.viewer_ids, *body])
-            positions.append([0] * k + list(range(1, len(body) + 1)))
+            positions.append([p] * k + list(range(p + 1, p + len(body) + 1)))
             weights.append([(i, i + 1, i) for i in range(k)])
         return _assemble(ids, positions, weights, k, self.pad_id, [[None] * k for _ in texts])
 

@@ -21,7 +21,16 @@ from haystack_mvr.training.trainer import MultiViewTrainer, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
-_MODEL_FIELDS = ("mode", "num_views", "query_max_length", "doc_max_length", "normalize", "tied", "viewer_init")
+_MODEL_FIELDS = (
+    "mode",
+    "num_views",
+    "query_max_length",
+    "doc_max_length",
+    "normalize",
+    "tied",
+    "viewer_init",
+    "viewer_position",
+)
 
 
 def set_seed(seed: int) -> None:
@@ -57,14 +66,21 @@ def _text_of(embed_title: bool, separator: str) -> Callable[[Passage], str]:
 def load_examples(args: TrainingArguments) -> TrainingData:
     """The training examples with their hard-negative pools: file negatives, mined negatives, BM25 negatives."""
     data = load_training_data(
-        args.data_format, args.data_dir, include_dev_articles=args.include_dev_articles,
-        beir_split=args.beir_split, use_file_negatives=args.use_file_negatives, max_examples=args.max_examples,
+        args.data_format,
+        args.data_dir,
+        include_dev_articles=args.include_dev_articles,
+        beir_split=args.beir_split,
+        use_file_negatives=args.use_file_negatives,
+        max_examples=args.max_examples,
     )
     if args.negatives_file:
         data.examples = attach_negatives(data.examples, read_negatives(args.negatives_file))
     if args.num_bm25_negatives:
         negatives = bm25_negatives(
-            data.examples, data.corpus, num_negatives=args.num_bm25_negatives, depth=args.bm25_depth,
+            data.examples,
+            data.corpus,
+            num_negatives=args.num_bm25_negatives,
+            depth=args.bm25_depth,
             text_of=_text_of(args.embed_title, args.title_separator),
         )
         data.examples = attach_negatives(data.examples, negatives)
@@ -113,14 +129,23 @@ def train(args: TrainingArguments) -> Path:
 def mine(args: MiningArguments) -> Path:
     """Mine dense hard negatives with a round-one checkpoint and write them for ``--negatives-file``."""
     data = load_training_data(
-        args.data_format, args.data_dir, include_dev_articles=args.include_dev_articles,
-        beir_split=args.beir_split, max_examples=args.max_examples,
+        args.data_format,
+        args.data_dir,
+        include_dev_articles=args.include_dev_articles,
+        beir_split=args.beir_split,
+        max_examples=args.max_examples,
     )
     encoder = MultiViewEncoder.from_pretrained(args.model)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     encoder.to(device)
     negatives = mine_negatives(
-        encoder, data.examples, data.corpus, num_negatives=args.num_negatives, depth=args.depth,
-        batch_size=args.batch_size, text_of=_text_of(args.embed_title, args.title_separator), progress_bar=True,
+        encoder,
+        data.examples,
+        data.corpus,
+        num_negatives=args.num_negatives,
+        depth=args.depth,
+        batch_size=args.batch_size,
+        text_of=_text_of(args.embed_title, args.title_separator),
+        progress_bar=True,
     )
     return write_negatives(args.output, negatives)

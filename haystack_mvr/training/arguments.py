@@ -42,58 +42,93 @@ class TrainingArguments:
     # ---------------------------------------------------------------------------------------------- model
     model: str = _arg("", "Backbone name or path (BERT-like), or a multi-view checkpoint directory.", "model")
     mode: Literal["mvr", "camvr", "snippet"] | None = _arg(
-        None, "Multi-view mode: mvr (k viewers before the text), camvr (a viewer per snippet) or snippet "
-        "(default for a new encoder: mvr).", "model", choices=MODES)
-    num_views: int | None = _arg(None, "Views per document (k viewers / n snippets; default 8). "
-                                 "num_views=1 with mode mvr is the single-vector DPR baseline.", "model")
+        None,
+        "Multi-view mode: mvr (k viewers before the text), camvr (a viewer per snippet) or snippet "
+        "(default for a new encoder: mvr).",
+        "model",
+        choices=MODES,
+    )
+    num_views: int | None = _arg(
+        None,
+        "Views per document (k viewers / n snippets; default 8). "
+        "num_views=1 with mode mvr is the single-vector DPR baseline.",
+        "model",
+    )
     query_max_length: int | None = _arg(None, "Query length in tokens (default 64).", "model")
     doc_max_length: int | None = _arg(None, "Document length in tokens, viewers included (default 256).", "model")
     normalize: bool | None = _arg(None, "L2-normalise vectors (default off: inner products, as DPR/MVR).", "model")
     tied: bool | None = _arg(None, "Share one backbone between queries and documents (default on).", "model")
     viewer_init: Literal["random", "cls"] | None = _arg(
-        None, "Initialise viewer token embeddings randomly (paper) or from [CLS] (default random).", "model",
-        choices=("random", "cls"))
+        None,
+        "Initialise viewer token embeddings randomly (paper) or from [CLS] (default random).",
+        "model",
+        choices=("random", "cls"),
+    )
+    viewer_position: int | None = _arg(
+        None,
+        "mvr: the position id shared by all viewers (paper: 0, the default). Use 1 on a backbone whose "
+        "position 0 is an attention sink, such as all-MiniLM-L6-v2, where the views otherwise collapse.",
+        "model",
+    )
     gradient_checkpointing: bool = _arg(False, "Recompute activations in the backward pass to save memory.", "model")
 
     # ----------------------------------------------------------------------------------------------- data
     data_format: Literal["squad-mv", "dpr", "beir"] = _arg(
-        "squad-mv", "Training data format: squad-mv (train.jsonl + corpus.jsonl), dpr (DPR biencoder "
-        ".json/.jsonl), beir (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).", "data", choices=DATA_FORMATS)
+        "squad-mv",
+        "Training data format: squad-mv (train.jsonl + corpus.jsonl), dpr (DPR biencoder "
+        ".json/.jsonl), beir (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).",
+        "data",
+        choices=DATA_FORMATS,
+    )
     data_dir: str = _arg("", "The data: a directory (squad-mv, beir) or a file (dpr).", "data")
     beir_split: str = _arg("train", "BEIR qrels split to train on (qrels/<split>.tsv).", "data")
     include_dev_articles: bool = _arg(
-        False, "squad-mv: also train on the DEV_ARTICLES questions (then report no dev numbers).", "data")
+        False, "squad-mv: also train on the DEV_ARTICLES questions (then report no dev numbers).", "data"
+    )
     embed_title: bool = _arg(
-        False, "Encode documents as title + title_separator + text (embed them the same way: "
-        "meta_fields_to_embed=['title'] with the same separator).", "data")
+        False,
+        "Encode documents as title + title_separator + text (embed them the same way: "
+        "meta_fields_to_embed=['title'] with the same separator).",
+        "data",
+    )
     title_separator: str = _arg("\n", "Separator between title and text when embed_title is on.", "data")
     max_examples: int | None = _arg(None, "Train on the first N examples only (smoke tests).", "data")
 
     # ------------------------------------------------------------------------------------------ negatives
-    num_hard_negatives: int = _arg(1, "Hard negatives per query in each batch, drawn from its pool (DPR: 1).",
-                                   "negatives")
+    num_hard_negatives: int = _arg(
+        1, "Hard negatives per query in each batch, drawn from its pool (DPR: 1).", "negatives"
+    )
     num_bm25_negatives: int = _arg(
-        30, "BM25 negatives mined per query into its pool (title + text, English stopwords; never the positive, "
-        "never a passage containing an answer); 0 for none.", "negatives")
+        30,
+        "BM25 negatives mined per query into its pool (title + text, English stopwords; never the positive, "
+        "never a passage containing an answer); 0 for none.",
+        "negatives",
+    )
     bm25_depth: int = _arg(100, "How deep to look in the BM25 ranking for negatives.", "negatives")
     negatives_file: str | None = _arg(
-        None, "JSONL of mined hard negatives (from `haystack-mvr mine-negatives`), added to each query's pool.",
-        "negatives")
-    use_file_negatives: bool = _arg(True, "dpr: put hard_negative_ctxs (or negative_ctxs) into the pool.",
-                                    "negatives")
+        None,
+        "JSONL of mined hard negatives (from `haystack-mvr mine-negatives`), added to each query's pool.",
+        "negatives",
+    )
+    use_file_negatives: bool = _arg(True, "dpr: put hard_negative_ctxs (or negative_ctxs) into the pool.", "negatives")
 
     # -------------------------------------------------------------------------------------------- loss
     loss: Literal["auto", "global-local", "answer-view"] = _arg(
-        "auto", "auto: answer-view (CAMVR Eq. 13) for camvr, global-local (MVR Eq. 5-7) otherwise.", "loss",
-        choices=LOSSES)
+        "auto",
+        "auto: answer-view (CAMVR Eq. 13) for camvr, global-local (MVR Eq. 5-7) otherwise.",
+        "loss",
+        choices=LOSSES,
+    )
     lambda_local: float | None = _arg(
-        None, "Weight of the local uniformity loss (MVR Eq. 5; default 0.01 for global-local, 0 for answer-view).",
-        "loss")
+        None,
+        "Weight of the local uniformity loss (MVR Eq. 5; default 0.01 for global-local, 0 for answer-view).",
+        "loss",
+    )
     temperature_alpha: float = _arg(0.1, "alpha of the annealed temperature, MVR Eq. 8.", "loss")
     temperature_min: float = _arg(0.3, "Floor of the annealed temperature, MVR Eq. 8.", "loss")
     temperature_per_epoch: bool = _arg(
-        True, "Step the temperature once per epoch as the paper does (off: anneal with the fractional epoch).",
-        "loss")
+        True, "Step the temperature once per epoch as the paper does (off: anneal with the fractional epoch).", "loss"
+    )
     temperature: float | None = _arg(None, "A fixed temperature instead of the annealed schedule.", "loss")
 
     # ------------------------------------------------------------------------------------ optimisation
@@ -101,26 +136,27 @@ class TrainingArguments:
     epochs: int = _arg(1, "Training epochs (MVR: 40 on the full data).", "training")
     max_steps: int | None = _arg(None, "Stop after this many optimiser steps (overrides epochs).", "training")
     batch_size: int = _arg(32, "Queries per micro-batch and process.", "training")
-    grad_accumulation: int = _arg(1, "Micro-batches per optimiser step (negatives stay per micro-batch).",
-                                  "training")
+    grad_accumulation: int = _arg(1, "Micro-batches per optimiser step (negatives stay per micro-batch).", "training")
     lr: float = _arg(2e-5, "Peak learning rate of AdamW (DPR: 2e-5; CAMVR: 1e-5).", "training")
     weight_decay: float = _arg(0.0, "AdamW weight decay (not applied to biases and LayerNorm).", "training")
     warmup_ratio: float = _arg(0.1, "Linear warm-up as a fraction of all optimiser steps.", "training")
     warmup_steps: int | None = _arg(None, "Linear warm-up steps (overrides warmup_ratio).", "training")
     max_grad_norm: float = _arg(2.0, "Gradient clipping norm (DPR: 2.0); 0 disables clipping.", "training")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = _arg(
-        "auto", "auto: bf16 autocast on a CUDA GPU that supports it, fp32 otherwise.", "training",
-        choices=PRECISIONS)
+        "auto", "auto: bf16 autocast on a CUDA GPU that supports it, fp32 otherwise.", "training", choices=PRECISIONS
+    )
     seed: int = _arg(42, "Random seed (model init, data order, negative sampling, dropout).", "training")
     device: str | None = _arg(None, "Device (default: cuda:<local rank> if available, else cpu).", "training")
     num_workers: int = _arg(0, "DataLoader worker processes for tokenisation.", "training")
 
     # ----------------------------------------------------------------------------------- checkpointing
-    save_every: int | None = _arg(None, "Save a resumable checkpoint every N optimiser steps (default: each "
-                                  "epoch end).", "checkpointing")
+    save_every: int | None = _arg(
+        None, "Save a resumable checkpoint every N optimiser steps (default: each epoch end).", "checkpointing"
+    )
     save_total_limit: int = _arg(2, "Keep only the newest N checkpoints (0 keeps all).", "checkpointing")
-    resume_from: str | None = _arg(None, "Resume from a checkpoint directory, or 'latest' in output_dir.",
-                                   "checkpointing")
+    resume_from: str | None = _arg(
+        None, "Resume from a checkpoint directory, or 'latest' in output_dir.", "checkpointing"
+    )
     log_every: int = _arg(10, "Write a JSONL log line every N optimiser steps.", "checkpointing")
     progress_bar: bool = _arg(True, "Show a tqdm progress bar (rank 0).", "checkpointing")
 
@@ -156,8 +192,9 @@ class TrainingArguments:
             if value is not None and value < 1:
                 problems.append(f"{name} must be at least 1 when given, got {value}")
         if self.bm25_depth < self.num_bm25_negatives:
-            problems.append(f"bm25_depth ({self.bm25_depth}) must be at least num_bm25_negatives "
-                            f"({self.num_bm25_negatives})")
+            problems.append(
+                f"bm25_depth ({self.bm25_depth}) must be at least num_bm25_negatives ({self.num_bm25_negatives})"
+            )
         if self.lr <= 0:
             problems.append(f"lr must be positive, got {self.lr}")
         if not 0 <= self.warmup_ratio < 1:
@@ -173,8 +210,10 @@ class TrainingArguments:
             problems.append("temperature_min must be positive and temperature_alpha non-negative")
         # Combinations whose effect would silently vanish.
         if self.num_hard_negatives == 0 and (self.negatives_file or self.num_bm25_negatives):
-            problems.append("num_hard_negatives is 0, so the mined/BM25 negatives would never be used: set "
-                            "--num-bm25-negatives 0 and no --negatives-file, or num_hard_negatives >= 1")
+            problems.append(
+                "num_hard_negatives is 0, so the mined/BM25 negatives would never be used: set "
+                "--num-bm25-negatives 0 and no --negatives-file, or num_hard_negatives >= 1"
+            )
         if self.include_dev_articles and self.data_format != "squad-mv":
             problems.append("include_dev_articles applies to the squad-mv format only")
         if self.data_format != "dpr" and not self.use_file_negatives:
@@ -223,8 +262,11 @@ class TrainingArguments:
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add ``--config`` and one ``--flag-name`` per field (grouped, with help) to ``parser``."""
-        parser.add_argument("--config", default=argparse.SUPPRESS,
-                            help="A JSON file of training arguments; flags given on the command line override it.")
+        parser.add_argument(
+            "--config",
+            default=argparse.SUPPRESS,
+            help="A JSON file of training arguments; flags given on the command line override it.",
+        )
         add_dataclass_arguments(parser, cls)
 
     @classmethod
@@ -245,8 +287,9 @@ class MiningArguments:
 
     model: str = _arg("", "The multi-view checkpoint of round one.", "mining")
     output: str = _arg("", "The JSONL file to write (read back with --negatives-file).", "mining")
-    data_format: Literal["squad-mv", "dpr", "beir"] = _arg("squad-mv", "As for training.", "mining",
-                                                           choices=DATA_FORMATS)
+    data_format: Literal["squad-mv", "dpr", "beir"] = _arg(
+        "squad-mv", "As for training.", "mining", choices=DATA_FORMATS
+    )
     data_dir: str = _arg("", "As for training.", "mining")
     beir_split: str = _arg("train", "As for training.", "mining")
     include_dev_articles: bool = _arg(False, "As for training (squad-mv).", "mining")

@@ -199,3 +199,22 @@ def test_random_viewer_init_is_drawn_at_the_vocabulary_scale(tiny_backbone, tmp_
     ratio = weight[ids].std(dim=0).mean() / vocabulary.std(dim=0).mean()
     assert 0.5 < float(ratio) < 2.0
     assert torch.cdist(weight[ids], weight[ids]).triu(1).max() > 0  # four distinct viewers
+
+
+def test_viewer_position_moves_every_viewer_and_the_document_together(tiny_backbone):
+    paper = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3)
+    shifted = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3, viewer_position=1)
+    a = paper.tokenize_documents(["One two three."]).inputs["position_ids"][0]
+    b = shifted.tokenize_documents(["One two three."]).inputs["position_ids"][0]
+    assert a[:3].tolist() == [0, 0, 0] and b[:3].tolist() == [1, 1, 1]
+    assert torch.equal(b[3:], a[3:] + 1)  # the document keeps its order, one position later
+
+
+def test_viewer_position_is_saved_and_checked(tiny_backbone, tmp_path):
+    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_position=1)
+    enc.save_pretrained(tmp_path / "ckpt")
+    assert MultiViewEncoder.from_pretrained(tmp_path / "ckpt").config.viewer_position == 1
+    with pytest.raises(ValueError, match="viewer_position"):
+        MultiViewConfig(mode="camvr", viewer_position=1)
+    with pytest.raises(ValueError, match="non-negative"):
+        MultiViewConfig(viewer_position=-1)
