@@ -221,3 +221,39 @@ def test_train_and_plug(tmp_path, data_dir, tiny_backbone, capsys):
     out = capsys.readouterr().out
     assert "Trained checkpoint" in out and "matched view" in out
     assert (tmp_path / "run" / "multi_view_config.json").exists()
+
+
+def test_a_prompt_builder_can_quote_the_matched_snippets(data_dir, tiny_backbone):
+    """The README's generator recipe: a ChatPromptBuilder template reads meta['mvr_matched_text']."""
+    from common import read_corpus
+    from haystack.components.builders import ChatPromptBuilder
+    from haystack.dataclasses import ChatMessage
+    from index_corpus import indexing_pipeline
+
+    from haystack_mvr.components.embedders import MultiViewTextEmbedder
+    from haystack_mvr.components.retrievers import MultiViewRetriever
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    store = FaissMultiViewDocumentStore()
+    indexing_pipeline(str(tiny_backbone), store).run(
+        {"embedder": {"documents": read_corpus(data_dir / "corpus.jsonl")}}
+    )
+    template = [
+        ChatMessage.from_user(
+            "{% for d in documents %}- {{ d.meta['mvr_matched_text'] or d.content }}\n{% endfor %}Question: {{ query }}"
+        )
+    ]
+    pipeline = Pipeline()
+    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=str(tiny_backbone)))
+    pipeline.add_component("retriever", MultiViewRetriever(document_store=store, top_k=2))
+    pipeline.add_component("prompt", ChatPromptBuilder(template=template, required_variables=["query", "documents"]))
+    pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
+    pipeline.connect("retriever.documents", "prompt.documents")
+    question = "Who wrote the river book?"
+    result = pipeline.run(
+        {"query_embedder": {"text": question}, "prompt": {"query": question}}, include_outputs_from={"retriever"}
+    )
+    prompt = result["prompt"]["prompt"][0].text
+    quoted = [d.meta.get("mvr_matched_text") or d.content for d in result["retriever"]["documents"]]
+    assert all(f"- {text}\n" in prompt for text in quoted)
+    assert prompt.endswith(f"Question: {question}")
