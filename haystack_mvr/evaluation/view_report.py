@@ -87,8 +87,9 @@ def view_diagnostics_report(
     }
     if ranked is not None:
         snippets = [[d.meta.get(MATCHED_TEXT_KEY) for d in docs] for docs in ranked.documents]
-        if all(s is not None for docs in snippets for s in docs):
-            report |= answer_view_accuracy(snippets, [q.answers for q in ranked.questions], ks=(5, 20, 100))
+        if any(s is not None for docs in snippets for s in docs):  # views are snippets (camvr, snippet modes)
+            texts = [[s or "" for s in docs] for docs in snippets]  # a global or empty view quotes nothing
+            report |= answer_view_accuracy(texts, [q.answers for q in ranked.questions], ks=(5, 20, 100))
     if attention is not None and k > 1:
         length = max(a.shape[1] for a in attention)
         padded = np.zeros((len(attention), k, length))

@@ -63,3 +63,15 @@ def test_report_adds_answer_view_accuracy_and_attention_kl():
 def test_report_names_a_gold_document_missing_from_the_corpus():
     with pytest.raises(ValueError, match="'missing'"):
         view_diagnostics_report([_doc("a", [[1, 0]])], np.ones((1, 2)), [_question(0, "missing")])
+
+
+def test_answer_view_accuracy_counts_a_view_without_snippet_as_quoting_nothing():
+    docs = [_doc("a", [[1, 0], [0, 1]], spans=[[0, 5], [6, 11]], content="alpha omega")]
+    with_snippet = Document(id="a", content="alpha omega", meta={MATCHED_TEXT_KEY: "omega"})
+    without = Document(id="a", content="alpha omega", meta={MATCHED_TEXT_KEY: None})
+    questions = [_question(0, "a", answers=["omega"]), _question(1, "a", answers=["omega"])]
+    ranked = RankedResults(questions, [[with_snippet], [without]])
+    report = view_diagnostics_report(docs, np.eye(2, dtype=np.float32), questions, ranked=ranked)
+    assert report["answer_view_R@5"] == 0.5
+    no_snippets = RankedResults(questions, [[Document(id="a", content="x")], [Document(id="a", content="x")]])
+    assert "answer_view_R@5" not in view_diagnostics_report(docs, np.eye(2), questions, ranked=no_snippets)
