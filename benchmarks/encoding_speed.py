@@ -62,19 +62,40 @@ def main() -> None:
             enc.encode_documents(texts, batch_size=args.batch_size)
             runs[mode].append(len(texts) / (time.perf_counter() - start))
     baseline = statistics.median(runs["sentence-transformers"])
-    rows = {name: {"docs_per_s": statistics.median(v), "ratio_vs_st": statistics.median(v) / baseline}
-            for name, v in runs.items()}
+    rows = {
+        name: {"docs_per_s": statistics.median(v), "ratio_vs_st": statistics.median(v) / baseline}
+        for name, v in runs.items()
+    }
     machine = f"{platform.node()} ({args.device}, {torch.get_num_threads()} threads)"
-    lines = [f"# Document encoding throughput ({len(texts)} squad-mv paragraphs, max length {args.max_length}, "
-             f"batch {args.batch_size}, median of {args.rounds} interleaved rounds)", "", f"machine: {machine}", "",
-             "| encoder | docs/s | × sentence-transformers |", "|---|---:|---:|"]
+    lines = [
+        f"# Document encoding throughput ({len(texts)} squad-mv paragraphs, max length {args.max_length}, "
+        f"batch {args.batch_size}, median of {args.rounds} interleaved rounds)",
+        "",
+        f"machine: {machine}",
+        "",
+        "| encoder | docs/s | x sentence-transformers |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {name} | {r['docs_per_s']:.1f} | {r['ratio_vs_st']:.2f} |" for name, r in rows.items()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "encoding_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (RESULTS / "encoding_speed.json").write_text(json.dumps({
-        "machine": machine, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "docs": len(texts), "max_length": args.max_length, "batch_size": args.batch_size,
-        "num_views": args.num_views, "runs_docs_per_s": runs, "summary": rows}, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / "encoding_speed.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "docs": len(texts),
+                "max_length": args.max_length,
+                "batch_size": args.batch_size,
+                "num_views": args.num_views,
+                "runs_docs_per_s": runs,
+                "summary": rows,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     print("\n".join(lines))
 
 

@@ -134,7 +134,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--questions", type=Path, default=None, help="Questions in squad-mv train.jsonl format.")
     parser.add_argument("--model", default=None, help="Backbone for the zero-shot systems (default: packaged MiniLM).")
-    parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=DIR", help="Trained multi-view model.")
+    parser.add_argument(
+        "--checkpoint", action="append", default=[], metavar="NAME=DIR", help="Trained multi-view model."
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
@@ -178,8 +180,13 @@ def main() -> None:
             measure("BM25 (InMemoryBM25Retriever)", bm25_query, bm25_inputs, "retriever", 0.0)
     if "single-vector" in systems:
         st_query, st_inputs, seconds = st_single_vector_system(docs, model, args.batch_size)
-        measure("MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)", st_query, st_inputs,
-                "retriever", seconds)
+        measure(
+            "MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)",
+            st_query,
+            st_inputs,
+            "retriever",
+            seconds,
+        )
         del st_query
 
     multi_view = {"MiniLM snippet-pooled multi-view (zero-shot)": model} if "snippet" in systems else {}
@@ -237,7 +244,9 @@ def machine_label() -> str:
 
     if torch.cuda.is_available():
         return f"{platform.node()}, GPU {torch.cuda.get_device_name()}"
-    return f"{platform.node()} {platform.processor() or platform.machine()}, CPU only ({torch.get_num_threads()} threads)"
+    return (
+        f"{platform.node()} {platform.processor() or platform.machine()}, CPU only ({torch.get_num_threads()} threads)"
+    )
 
 
 def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:

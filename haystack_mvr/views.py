@@ -104,4 +104,3 @@ def snippet_text(content: str | None, span: Span) -> str | None:
     if content is None or span is None:
         return None
     return content[span[0] : span[1]]
-

@@ -9,11 +9,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "haystack_mvr"
 
 # layer -> top-level packages (and haystack_mvr layers) it must never import
 FORBIDDEN = {
-    "modeling": {"haystack", "haystack_integrations", "faiss", "haystack_mvr.training", "haystack_mvr.evaluation",
-                 "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
+    "modeling": {
+        "haystack",
+        "haystack_integrations",
+        "faiss",
+        "haystack_mvr.training",
+        "haystack_mvr.evaluation",
+        "haystack_mvr.components",
+        "haystack_mvr.document_stores",
+        "haystack_mvr.cli",
+    },
     "datasets": {"torch", "transformers", "haystack", "faiss", "haystack_mvr.modeling"},
-    "document_stores": {"torch", "transformers", "haystack_mvr.modeling", "haystack_mvr.training",
-                        "haystack_mvr.components", "haystack_mvr.cli"},
+    "document_stores": {
+        "torch",
+        "transformers",
+        "haystack_mvr.modeling",
+        "haystack_mvr.training",
+        "haystack_mvr.components",
+        "haystack_mvr.cli",
+    },
     "training": {"haystack", "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
     "evaluation": {"haystack_mvr.training", "haystack_mvr.cli"},
     "components": {"haystack_mvr.training", "haystack_mvr.cli"},

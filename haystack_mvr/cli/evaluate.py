@@ -45,7 +45,8 @@ def run_eval(args: argparse.Namespace) -> int:
     store = FaissMultiViewDocumentStore(index_factory=args.index_factory)
     indexing = Pipeline()
     indexing.add_component(
-        "embedder", MultiViewDocumentEmbedder(model=args.model, meta_fields_to_embed=["title"], batch_size=args.batch_size)
+        "embedder",
+        MultiViewDocumentEmbedder(model=args.model, meta_fields_to_embed=["title"], batch_size=args.batch_size),
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")

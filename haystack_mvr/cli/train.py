@@ -21,15 +21,18 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
 
     parser = subparsers.add_parser(
-        "train", help="Train an MVR / CAMVR / DPR (num_views=1) encoder.",
+        "train",
+        help="Train an MVR / CAMVR / DPR (num_views=1) encoder.",
         description="Train a multi-view dense retriever; the result loads with model=<output_dir>.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     TrainingArguments.add_arguments(parser)
     parser.set_defaults(handler=run_train)
 
     mine_parser = subparsers.add_parser(
-        "mine-negatives", help="Mine hard negatives with a trained checkpoint (for --negatives-file).",
+        "mine-negatives",
+        help="Mine hard negatives with a trained checkpoint (for --negatives-file).",
         description="Encode the corpus with a checkpoint and keep each query's best-ranked passages that are "
         "neither its positive nor contain an answer.",
     )

@@ -131,7 +131,7 @@ class FaissMultiViewDocumentStore:
             replaced = [i for i in batch if i in self._documents]
             self._remove(replaced)
             slots, matrices = [], []
-            for doc_id, (doc, views, spans) in batch.items():
+            for doc_id, (doc, views, _spans) in batch.items():
                 slot = len(self._slot_ids)
                 self._slot_ids.append(doc_id)
                 self._slot_of[doc_id] = slot
@@ -207,7 +207,9 @@ class FaissMultiViewDocumentStore:
     ) -> tuple[list[Any], int]:
         self._ensure_loaded()
         with self._lock:
-            return metadata_queries.paged_unique_values(self._matching(filters), metadata_field, search_term, from_, size)
+            return metadata_queries.paged_unique_values(
+                self._matching(filters), metadata_field, search_term, from_, size
+            )
 
     # ---------------------------------------------------------------------------------------- async API
     async def count_documents_async(self) -> int:
@@ -259,8 +261,13 @@ class FaissMultiViewDocumentStore:
             self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
         )
 
-    async def search_async(self, query_embedding: Any, top_k: int = 10, filters: dict[str, Any] | None = None,
-                           return_embedding: bool = False) -> list[Document]:
+    async def search_async(
+        self,
+        query_embedding: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
         return await asyncio.to_thread(self.search, query_embedding, top_k, filters, return_embedding)
 
     # -------------------------------------------------------------------------------------------- search
@@ -311,7 +318,7 @@ class FaissMultiViewDocumentStore:
                 k = min(searchable, 2 * k)
             return [
                 self._result(int(s), float(sc), int(views.row_view[r]), return_embedding)
-                for s, sc, r in zip(slots[:top_k], doc_scores[:top_k], best_rows[:top_k])
+                for s, sc, r in zip(slots[:top_k], doc_scores[:top_k], best_rows[:top_k], strict=True)
             ]
 
     def _result(self, slot: int, score: float, view: int, return_embedding: bool) -> Document:

@@ -42,7 +42,9 @@ class ViewIndex:
         if not views:
             return
         self.vectors = np.concatenate([self.vectors, *views])
-        self.row_doc = np.concatenate([self.row_doc, *[np.full(len(v), s, dtype=np.int64) for s, v in zip(slots, views)]])
+        self.row_doc = np.concatenate(
+            [self.row_doc, *[np.full(len(v), s, dtype=np.int64) for s, v in zip(slots, views, strict=True)]]
+        )
         self.row_view = np.concatenate([self.row_view, *[np.arange(len(v), dtype=np.int32) for v in views]])
 
     def remove_slots(self, slots: np.ndarray) -> None:
@@ -104,7 +106,9 @@ def _is_flat(index: faiss.Index) -> bool:
     return isinstance(index, faiss.IndexFlat)
 
 
-def collapse_to_documents(scores: np.ndarray, rows: np.ndarray, row_doc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def collapse_to_documents(
+    scores: np.ndarray, rows: np.ndarray, row_doc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     Keep each document's best row, in score order (vectorised: rows arrive sorted by score).
 

@@ -48,7 +48,7 @@ def first_answer_ranks(
     """
     _check_same_length("answers", answers, len(retrieved_texts))
     ranks = np.full(len(retrieved_texts), max_k, dtype=np.int64)
-    for q, (texts, query_answers) in enumerate(zip(retrieved_texts, answers)):
+    for q, (texts, query_answers) in enumerate(zip(retrieved_texts, answers, strict=True)):
         for rank, text in enumerate(texts[:max_k]):
             if has_answer(query_answers, text):
                 ranks[q] = rank
@@ -85,7 +85,7 @@ def _ranx_gold_metrics(
 
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}
-    for q, (ids, gold) in enumerate(zip(retrieved_ids, gold_ids)):
+    for q, (ids, gold) in enumerate(zip(retrieved_ids, gold_ids, strict=True)):
         golds = [gold] if isinstance(gold, str) else list(gold)
         if not golds:
             msg = f"Query {q} has no gold id; drop it or give it at least one relevant document id."
@@ -160,7 +160,7 @@ def compute_retrieval_metrics(
         metrics |= _ranx_gold_metrics(retrieved_ids, gold_ids, ks)
     if retrieved_texts is not None and answers is not None:
         _check_same_length("retrieved_texts", retrieved_texts, n)
-        for q, (ids, texts) in enumerate(zip(retrieved_ids, retrieved_texts)):
+        for q, (ids, texts) in enumerate(zip(retrieved_ids, retrieved_texts, strict=True)):
             if len(ids) != len(texts):
                 msg = f"Query {q}: {len(ids)} ids but {len(texts)} texts; give one text per retrieved id."
                 raise ValueError(msg)

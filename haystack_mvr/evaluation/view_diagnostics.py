@@ -89,7 +89,7 @@ def view_perplexity_per_doc(
         msg = f"doc_ids has {len(doc_ids)} entries but argmax_views has {len(views)}; pass one gold id per query."
         raise ValueError(msg)
     groups: dict[Hashable, list[int]] = {}
-    for view, doc_id in zip(views.tolist(), doc_ids):
+    for view, doc_id in zip(views.tolist(), doc_ids, strict=True):
         groups.setdefault(doc_id, []).append(view)
     result: dict[Hashable, float] = {}
     for doc_id, doc_views in groups.items():

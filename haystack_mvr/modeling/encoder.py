@@ -152,7 +152,9 @@ class MultiViewEncoder(nn.Module):
         backbones = [self.document_backbone] if self.config.tied else [self.document_backbone, self.query_backbone]
         for backbone in backbones:
             # transformers 5 renamed it; 4.x only has the old name.
-            enable = getattr(backbone, "activation_checkpointing_enable", None) or backbone.gradient_checkpointing_enable
+            enable = (
+                getattr(backbone, "activation_checkpointing_enable", None) or backbone.gradient_checkpointing_enable
+            )
             enable()
 
     # ------------------------------------------------------------------------------------ tokenization

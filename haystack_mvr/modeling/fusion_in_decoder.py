@@ -211,4 +211,4 @@ def answer_with_fusion_in_decoder(
     )
     scores = sequence_log_probs(model, hidden, mask, sequences).tolist()
     answers = [text.strip() for text in tokenizer.batch_decode(sequences, skip_special_tokens=True)]
-    return sorted(zip(answers, scores), key=lambda pair: -pair[1])
+    return sorted(zip(answers, scores, strict=True), key=lambda pair: -pair[1])

@@ -144,14 +144,14 @@ class InputBuilder:
         n = self.config.num_views
         budget = self.config.doc_max_length - n - 1
         all_spans = [split_into_snippets(t, n) for t in texts]
-        pieces = [t[s[0] : s[1]] for t, spans in zip(texts, all_spans) for s in spans if s is not None]
+        pieces = [t[s[0] : s[1]] for t, spans in zip(texts, all_spans, strict=True) for s in spans if s is not None]
         piece_ids = iter(_token_ids(self.tokenizer, pieces))
         ids, weights = [], []
         for spans in all_spans:
             snippet_ids = [next(piece_ids) if s is not None else [] for s in spans]
             keep = _trim_to_budget([len(x) for x in snippet_ids], budget)
             row, views = [], []
-            for i, (tokens, length) in enumerate(zip(snippet_ids, keep)):
+            for i, (tokens, length) in enumerate(zip(snippet_ids, keep, strict=True)):
                 views.append((len(row), len(row) + 1, i))
                 row += [self.viewer_ids[i], *tokens[:length]]
             ids.append([*row, self.sep_id])
@@ -165,7 +165,7 @@ class InputBuilder:
             texts, truncation=True, max_length=self.config.doc_max_length, return_offsets_mapping=True, verbose=False
         )
         ids, weights, all_spans = [], [], []
-        for text, row, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
+        for text, row, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"], strict=True):
             snippets = split_into_snippets(text, n, pad=False)
             views = [(0, len(row), 0)]
             # Text tokens are in text order, so each snippet's tokens form one contiguous range.

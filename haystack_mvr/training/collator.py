@@ -72,8 +72,9 @@ class MultiViewCollator:
     @classmethod
     def from_encoder(cls, encoder, *, embed_title: bool = False, title_separator: str = "\n") -> MultiViewCollator:
         """From a :class:`~haystack_mvr.modeling.MultiViewEncoder` (its tokenizer and config)."""
-        return cls(InputBuilder(encoder.tokenizer, encoder.config), embed_title=embed_title,
-                   title_separator=title_separator)
+        return cls(
+            InputBuilder(encoder.tokenizer, encoder.config), embed_title=embed_title, title_separator=title_separator
+        )
 
     @property
     def config(self) -> MultiViewConfig:

@@ -256,8 +256,10 @@ def load_beir(data_dir: str | Path, *, split: str = "train") -> TrainingData:
     view).
     """
     data_dir = Path(data_dir)
-    corpus_path, queries_path, qrels_path = data_dir / "corpus.jsonl", data_dir / "queries.jsonl", (
-        data_dir / "qrels" / f"{split}.tsv"
+    corpus_path, queries_path, qrels_path = (
+        data_dir / "corpus.jsonl",
+        data_dir / "queries.jsonl",
+        (data_dir / "qrels" / f"{split}.tsv"),
     )
     for path in (corpus_path, queries_path, qrels_path):
         if not path.is_file():
@@ -268,8 +270,9 @@ def load_beir(data_dir: str | Path, *, split: str = "train") -> TrainingData:
         pid = r.get("_id")
         if not isinstance(pid, (str, int)) or str(pid) == "":
             raise _bad(where, "_id", "must be a non-empty string")
-        corpus[str(pid)] = Passage(id=str(pid), title=_text_field(r, "title", where, required=False),
-                                   text=_text_field(r, "text", where))
+        corpus[str(pid)] = Passage(
+            id=str(pid), title=_text_field(r, "title", where, required=False), text=_text_field(r, "text", where)
+        )
     queries: dict[str, str] = {}
     for where, r in read_jsonl(queries_path):
         qid = r.get("_id")
@@ -311,8 +314,13 @@ def load_beir(data_dir: str | Path, *, split: str = "train") -> TrainingData:
 
 
 def load_training_data(
-    data_format: str, data_dir: str | Path, *, include_dev_articles: bool = False, beir_split: str = "train",
-    use_file_negatives: bool = True, max_examples: int | None = None,
+    data_format: str,
+    data_dir: str | Path,
+    *,
+    include_dev_articles: bool = False,
+    beir_split: str = "train",
+    use_file_negatives: bool = True,
+    max_examples: int | None = None,
 ) -> TrainingData:
     """Dispatch on ``data_format`` (``"squad-mv"``, ``"dpr"`` or ``"beir"``); keep the first ``max_examples``."""
     if data_format == "squad-mv":

@@ -47,8 +47,12 @@ def _unique_queries(examples: Sequence[TrainingExample]) -> dict[str, TrainingEx
         if e.query_id in merged:
             first = merged[e.query_id]
             merged[e.query_id] = TrainingExample(
-                first.query_id, first.query, first.positive, tuple(dict.fromkeys(first.answers + e.answers)),
-                first.answer_start, first.positive_ids | e.positive_ids,
+                first.query_id,
+                first.query,
+                first.positive,
+                tuple(dict.fromkeys(first.answers + e.answers)),
+                first.answer_start,
+                first.positive_ids | e.positive_ids,
             )
         else:
             merged[e.query_id] = e
@@ -56,7 +60,10 @@ def _unique_queries(examples: Sequence[TrainingExample]) -> dict[str, TrainingEx
 
 
 def _select(
-    example: TrainingExample, ranked: Sequence[int], corpus: Sequence[Passage], num_negatives: int,
+    example: TrainingExample,
+    ranked: Sequence[int],
+    corpus: Sequence[Passage],
+    num_negatives: int,
     text_of: Callable[[Passage], str],
 ) -> list[Passage]:
     chosen = []
@@ -100,8 +107,9 @@ def bm25_negatives(
     index_texts = [f"{p.title} {p.text}".strip() for p in corpus]
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(index_texts, stopwords="en", show_progress=False), show_progress=False)
-    query_tokens = bm25s.tokenize([e.query for e in queries.values()], stopwords="en", return_ids=False,
-                                  show_progress=False)
+    query_tokens = bm25s.tokenize(
+        [e.query for e in queries.values()], stopwords="en", return_ids=False, show_progress=False
+    )
     k = min(len(corpus), depth + max(len(e.positive_ids) for e in queries.values()))
     ranked, scores = retriever.retrieve(query_tokens, k=k, show_progress=show_progress)
     result = {}

@@ -210,7 +210,9 @@ class MultiViewTrainer:
         if self.args.temperature is not None:
             return float(self.args.temperature)
         return annealed_temperature(
-            self.epoch_progress, self.args.temperature_alpha, self.args.temperature_min,
+            self.epoch_progress,
+            self.args.temperature_alpha,
+            self.args.temperature_min,
             per_epoch=self.args.temperature_per_epoch,
         )
 
@@ -301,8 +303,13 @@ class MultiViewTrainer:
         accum = args.grad_accumulation
         epoch = self.global_step // self.steps_per_epoch
         skip = (self.global_step % self.steps_per_epoch) * accum
-        progress = tqdm(total=self.total_steps, initial=self.global_step, desc="Training", unit="step",
-                        disable=not (self.ctx.is_main and args.progress_bar))
+        progress = tqdm(
+            total=self.total_steps,
+            initial=self.global_step,
+            desc="Training",
+            unit="step",
+            disable=not (self.ctx.is_main and args.progress_bar),
+        )
         start_time, last_saved = time.time(), -1
         grad_norm = 0.0
         while self.global_step < self.total_steps:
@@ -392,8 +399,9 @@ class MultiViewTrainer:
         if not limit:
             return
         root = self.output_dir / CHECKPOINT_DIR
-        complete = sorted((p for p in root.glob("step-*") if (p / STATE_FILE).is_file()),
-                          key=lambda p: int(p.name.split("-")[1]))
+        complete = sorted(
+            (p for p in root.glob("step-*") if (p / STATE_FILE).is_file()), key=lambda p: int(p.name.split("-")[1])
+        )
         for old in complete[:-limit]:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -415,8 +423,9 @@ class MultiViewTrainer:
         if rng_file.is_file() and state.get("world_size") == self.ctx.world_size:
             _set_rng_state(torch.load(rng_file, weights_only=False))
         else:
-            logger.warning("No RNG state for rank %d in %s: dropout will not replay exactly.", self.ctx.rank,
-                           checkpoint)
+            logger.warning(
+                "No RNG state for rank %d in %s: dropout will not replay exactly.", self.ctx.rank, checkpoint
+            )
             torch.manual_seed(self.args.seed + 1000 * self.ctx.rank + self.global_step)
         logger.info("Resumed from %s at step %d", checkpoint, self.global_step)
 
@@ -442,8 +451,9 @@ class _Stats:
         winning = out.winning_view.cpu()
         self.wins += torch.bincount(winning, minlength=self.num_views)[: self.num_views].double()
         known = answer_view.cpu() >= 0
-        self.answer += torch.tensor([known.sum().item(), (winning[known] == answer_view.cpu()[known]).sum().item()],
-                                    dtype=torch.float64)
+        self.answer += torch.tensor(
+            [known.sum().item(), (winning[known] == answer_view.cpu()[known]).sum().item()], dtype=torch.float64
+        )
         self.examples += batch_size
 
     def pop(self, device: torch.device, ctx: DistributedContext) -> dict[str, Any]:
@@ -475,4 +485,3 @@ def _linear_schedule(warmup: int, total: int):
         return max(0.0, (total - step) / max(1, total - warmup))
 
     return factor
-

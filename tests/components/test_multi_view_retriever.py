@@ -13,16 +13,23 @@ from haystack_mvr.views import MATCHED_TEXT_KEY, VIEWS_KEY, attach_views
 @pytest.fixture
 def store():
     store = FaissMultiViewDocumentStore()
-    store.write_documents([
-        attach_views(Document(id="a", content="Cats. Dogs.", meta={"k": 1}), np.array([[1.0, 0.0], [0.0, 1.0]]),
-                     [(0, 5), (6, 11)]),
-        attach_views(Document(id="b", content="Birds.", meta={"k": 2}), np.array([[0.6, 0.6]])),
-    ])
+    store.write_documents(
+        [
+            attach_views(
+                Document(id="a", content="Cats. Dogs.", meta={"k": 1}),
+                np.array([[1.0, 0.0], [0.0, 1.0]]),
+                [(0, 5), (6, 11)],
+            ),
+            attach_views(Document(id="b", content="Birds.", meta={"k": 2}), np.array([[0.6, 0.6]])),
+        ]
+    )
     return store
 
 
 def test_init_and_to_dict(store):
-    retriever = MultiViewRetriever(document_store=store, top_k=3, filters={"field": "meta.k", "operator": "==", "value": 1})
+    retriever = MultiViewRetriever(
+        document_store=store, top_k=3, filters={"field": "meta.k", "operator": "==", "value": 1}
+    )
     data = retriever.to_dict()
     assert data == {
         "type": "haystack_mvr.components.retrievers.multi_view_retriever.MultiViewRetriever",

@@ -15,13 +15,13 @@ from haystack.testing.document_store_async import (
     CountDocumentsAsyncTest,
     CountDocumentsByFilterAsyncTest,
     CountUniqueMetadataByFilterAsyncTest,
-    GetMetadataFieldMinMaxAsyncTest,
-    GetMetadataFieldsInfoAsyncTest,
-    GetMetadataFieldUniqueValuesAsyncTest,
     DeleteAllAsyncTest,
     DeleteByFilterAsyncTest,
     DeleteDocumentsAsyncTest,
     FilterDocumentsAsyncTest,
+    GetMetadataFieldMinMaxAsyncTest,
+    GetMetadataFieldsInfoAsyncTest,
+    GetMetadataFieldUniqueValuesAsyncTest,
     UpdateByFilterAsyncTest,
     WriteDocumentsAsyncTest,
 )
@@ -100,11 +100,13 @@ def test_views_are_rows_and_leave_meta(document_store):
 
 
 def test_score_is_max_over_views_and_documents_are_unique(document_store):
-    document_store.write_documents([
-        multi_view_doc(0, [[1, 0], [0.9, 0.1], [0.8, 0.2]]),
-        multi_view_doc(1, [[0.5, 0.5]]),
-        multi_view_doc(2, [[0, 1]]),
-    ])
+    document_store.write_documents(
+        [
+            multi_view_doc(0, [[1, 0], [0.9, 0.1], [0.8, 0.2]]),
+            multi_view_doc(1, [[0.5, 0.5]]),
+            multi_view_doc(2, [[0, 1]]),
+        ]
+    )
     hits = document_store.search([1.0, 0.0], top_k=3)
     assert [h.id for h in hits] == ["d0", "d1", "d2"]
     assert [h.score for h in hits] == pytest.approx([1.0, 0.5, 0.0])

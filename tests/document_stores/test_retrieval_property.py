@@ -28,7 +28,10 @@ def test_search_equals_brute_force(corpus, top_k, group):
     views, groups, deleted, query = corpus
     store = FaissMultiViewDocumentStore()
     store.write_documents(
-        [attach_views(Document(id=f"d{i}", content="x", meta={"g": g}), v) for i, (v, g) in enumerate(zip(views, groups))]
+        [
+            attach_views(Document(id=f"d{i}", content="x", meta={"g": g}), v)
+            for i, (v, g) in enumerate(zip(views, groups, strict=True))
+        ]
     )
     store.search(query, top_k=1)  # build the index before deleting
     store.delete_documents([f"d{i}" for i in deleted])
@@ -38,7 +41,7 @@ def test_search_equals_brute_force(corpus, top_k, group):
     expected = sorted(
         (
             (float(np.max(v @ query)), f"d{i}")
-            for i, (v, g) in enumerate(zip(views, groups))
+            for i, (v, g) in enumerate(zip(views, groups, strict=True))
             if i not in deleted and (group is None or g == group)
         ),
         key=lambda t: -t[0],
@@ -46,6 +49,6 @@ def test_search_equals_brute_force(corpus, top_k, group):
     assert len(got) == len(expected)
     np.testing.assert_allclose([d.score for d in got], [s for s, _ in expected], rtol=1e-4, atol=1e-4)
     # ids agree wherever scores are not tied
-    for d, (score, doc_id) in zip(got, expected):
+    for d, (score, doc_id) in zip(got, expected, strict=True):
         if sum(abs(s - score) < 1e-4 for s, _ in expected) == 1:
             assert d.id == doc_id

@@ -47,11 +47,11 @@ def test_perplexity_per_document_then_mean():
     views = [0, 0, 1, 2, 3, 3, 3, 3, 1]
     docs = ["a", "a", "a", "a", "b", "b", "b", "b", "c"]
     per_doc = view_perplexity_per_doc(views, docs)
-    assert per_doc["a"] == pytest.approx(2 ** 1.5)  # p = (1/2, 1/4, 1/4): exp(1.5 ln 2)
+    assert per_doc["a"] == pytest.approx(2**1.5)  # p = (1/2, 1/4, 1/4): exp(1.5 ln 2)
     assert per_doc["b"] == pytest.approx(1.0)
     assert per_doc["c"] == pytest.approx(1.0)
-    assert view_perplexity(views, docs) == pytest.approx((2 ** 1.5 + 2) / 3)
-    assert view_perplexity(views, docs, min_queries=2) == pytest.approx((2 ** 1.5 + 1) / 2)
+    assert view_perplexity(views, docs) == pytest.approx((2**1.5 + 2) / 3)
+    assert view_perplexity(views, docs, min_queries=2) == pytest.approx((2**1.5 + 1) / 2)
     with pytest.raises(ValueError, match="min_queries"):
         view_perplexity(views, docs, min_queries=5)
 

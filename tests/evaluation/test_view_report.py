@@ -52,9 +52,7 @@ def test_report_adds_answer_view_accuracy_and_attention_kl():
     questions = [_question(0, "a", answers=["alpha"]), _question(1, "a", answers=["omega"])]
     ranked = RankedResults(questions, [[ranked_doc], [ranked_doc]])
     attention = [np.array([[0.5, 0.5, 0.0], [0.1, 0.1, 0.8]])]
-    report = view_diagnostics_report(
-        docs, np.eye(2, dtype=np.float32), questions, ranked=ranked, attention=attention
-    )
+    report = view_diagnostics_report(docs, np.eye(2, dtype=np.float32), questions, ranked=ranked, attention=attention)
     assert report["answer_view_R@5"] == 0.5  # the matched snippet "alpha" holds only the first answer
     assert report["viewer_attention_kl_mean"] > 0.1
     assert np.allclose(np.diag(np.array(report["viewer_attention_kl"], dtype=float)), 0.0)

@@ -87,7 +87,7 @@ def test_snippet_views_are_means_of_token_states(tiny_backbone):
 def test_batching_and_padding_do_not_change_views(encoder):
     alone = [encoder.encode_documents([d])[0] for d in DOCS]
     together = encoder.encode_documents(DOCS, batch_size=3)
-    for a, b in zip(alone, together):
+    for a, b in zip(alone, together, strict=True):
         assert a.spans == b.spans
         np.testing.assert_allclose(a.views, b.views, atol=1e-5)
     q1 = encoder.encode_queries(["who won?", "a much longer question about football games"], batch_size=1)
@@ -115,7 +115,7 @@ def test_save_and_load_restore_identical_vectors(tiny_backbone, tmp_path, tied):
     enc.save_pretrained(tmp_path / "ckpt")
     loaded = MultiViewEncoder.from_pretrained(tmp_path / "ckpt")
     assert loaded.config == enc.config
-    for a, b in zip(enc.encode_documents(DOCS), loaded.encode_documents(DOCS)):
+    for a, b in zip(enc.encode_documents(DOCS), loaded.encode_documents(DOCS), strict=True):
         np.testing.assert_array_equal(a.views, b.views)
     np.testing.assert_array_equal(enc.encode_queries(["q one"]), loaded.encode_queries(["q one"]))
     if not tied:

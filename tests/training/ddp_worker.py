@@ -14,8 +14,9 @@ WORLD_SIZE = 2
 
 
 def worker(rank: int, backbone: str, data_dir: str, out: str, port: str) -> None:
-    os.environ.update(WORLD_SIZE=str(WORLD_SIZE), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=port)
+    os.environ.update(
+        WORLD_SIZE=str(WORLD_SIZE), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port
+    )
     torch.set_num_threads(1)
     from haystack_mvr.training.api import build_loss, load_encoder, load_examples, set_seed, train
     from haystack_mvr.training.arguments import TrainingArguments
@@ -24,19 +25,28 @@ def worker(rank: int, backbone: str, data_dir: str, out: str, port: str) -> None
     from haystack_mvr.training.distributed import init_distributed
     from haystack_mvr.training.trainer import MultiViewTrainer
 
-    common = {"model": backbone, "data_dir": data_dir, "mode": "mvr", "num_views": 3, "doc_max_length": 24,
-              "query_max_length": 12, "batch_size": 2, "progress_bar": False, "log_every": 1}
+    common = {
+        "model": backbone,
+        "data_dir": data_dir,
+        "mode": "mvr",
+        "num_views": 3,
+        "doc_max_length": 24,
+        "query_max_length": 12,
+        "batch_size": 2,
+        "progress_bar": False,
+        "log_every": 1,
+    }
     context = init_distributed()
     assert context.world_size == WORLD_SIZE and context.rank == rank
 
     # 1. One micro-step without hard negatives: the gradient that DDP leaves on each rank.
-    args = TrainingArguments(**common, output_dir=f"{out}/grad", num_bm25_negatives=0, num_hard_negatives=0,
-                             lr=1e-3)
+    args = TrainingArguments(**common, output_dir=f"{out}/grad", num_bm25_negatives=0, num_hard_negatives=0, lr=1e-3)
     set_seed(args.seed)
     encoder = load_encoder(args)
     dataset = TrainingDataset(load_examples(args).examples, num_hard_negatives=0, seed=args.seed)
-    trainer = MultiViewTrainer(encoder, args, dataset, MultiViewCollator.from_encoder(encoder),
-                               build_loss(args, "mvr"), context=context)
+    trainer = MultiViewTrainer(
+        encoder, args, dataset, MultiViewCollator.from_encoder(encoder), build_loss(args, "mvr"), context=context
+    )
     trainer.sampler.set_epoch(0)
     batch = trainer.collator([dataset[i] for i in next(iter(trainer.sampler))])
     trainer._micro_step(batch, 1.0, sync=True)
@@ -54,8 +64,16 @@ def worker(rank: int, backbone: str, data_dir: str, out: str, port: str) -> None
             return super().train(*a, **kw)
 
     api.MultiViewTrainer = Recording
-    args = TrainingArguments(**common, output_dir=f"{out}/run", max_steps=3, grad_accumulation=2,
-                             num_bm25_negatives=3, bm25_depth=10, save_every=2, lr=1e-3)
+    args = TrainingArguments(
+        **common,
+        output_dir=f"{out}/run",
+        max_steps=3,
+        grad_accumulation=2,
+        num_bm25_negatives=3,
+        bm25_depth=10,
+        save_every=2,
+        lr=1e-3,
+    )
     train(args)
     torch.save(trainers[0].encoder.state_dict(), Path(out) / f"final_{rank}.pt")
     torch.distributed.barrier()

@@ -62,12 +62,40 @@ def test_invalid_arguments_are_rejected_with_the_fix(tmp_path):
 
 def test_train_camvr_on_squad_mv_from_the_cli(tiny_backbone, squad_mv_dir, tmp_path):
     out = tmp_path / "camvr"
-    ns = parser().parse_args([
-        "train", "--data-format", "squad-mv", "--data-dir", str(squad_mv_dir), "--model", str(tiny_backbone),
-        "--mode", "camvr", "--num-views", "4", "--output-dir", str(out), "--epochs", "1", "--max-examples", "12",
-        "--batch-size", "4", "--doc-max-length", "64", "--query-max-length", "16", "--num-bm25-negatives", "2",
-        "--bm25-depth", "20", "--log-every", "1", "--no-progress-bar",
-    ])
+    ns = parser().parse_args(
+        [
+            "train",
+            "--data-format",
+            "squad-mv",
+            "--data-dir",
+            str(squad_mv_dir),
+            "--model",
+            str(tiny_backbone),
+            "--mode",
+            "camvr",
+            "--num-views",
+            "4",
+            "--output-dir",
+            str(out),
+            "--epochs",
+            "1",
+            "--max-examples",
+            "12",
+            "--batch-size",
+            "4",
+            "--doc-max-length",
+            "64",
+            "--query-max-length",
+            "16",
+            "--num-bm25-negatives",
+            "2",
+            "--bm25-depth",
+            "20",
+            "--log-every",
+            "1",
+            "--no-progress-bar",
+        ]
+    )
     assert ns.handler(ns) == 0
     encoder = MultiViewEncoder.from_pretrained(out)
     assert (encoder.config.mode, encoder.config.num_views) == ("camvr", 4)
@@ -78,18 +106,56 @@ def test_train_camvr_on_squad_mv_from_the_cli(tiny_backbone, squad_mv_dir, tmp_p
 
     # Round two: mine with the round-one model, then train again with the mined negatives.
     negatives = tmp_path / "negatives.jsonl"
-    ns = parser().parse_args(["mine-negatives", "--model", str(out), "--data-dir", str(squad_mv_dir),
-                              "--output", str(negatives), "--max-examples", "12", "--num-negatives", "3",
-                              "--depth", "10", "--device", "cpu"])
+    ns = parser().parse_args(
+        [
+            "mine-negatives",
+            "--model",
+            str(out),
+            "--data-dir",
+            str(squad_mv_dir),
+            "--output",
+            str(negatives),
+            "--max-examples",
+            "12",
+            "--num-negatives",
+            "3",
+            "--depth",
+            "10",
+            "--device",
+            "cpu",
+        ]
+    )
     assert ns.handler(ns) == 0
     mined = read_negatives(negatives)
     assert len(mined) == 12 and all(len(v) == 3 for v in mined.values())
-    ns = parser().parse_args([
-        "train", "--data-dir", str(squad_mv_dir), "--model", str(tiny_backbone), "--mode", "mvr", "--num-views",
-        "1", "--output-dir", str(tmp_path / "dpr"), "--max-examples", "12", "--batch-size", "4",
-        "--doc-max-length", "48", "--num-bm25-negatives", "0", "--negatives-file", str(negatives),
-        "--no-progress-bar", "--max-steps", "2",
-    ])
+    ns = parser().parse_args(
+        [
+            "train",
+            "--data-dir",
+            str(squad_mv_dir),
+            "--model",
+            str(tiny_backbone),
+            "--mode",
+            "mvr",
+            "--num-views",
+            "1",
+            "--output-dir",
+            str(tmp_path / "dpr"),
+            "--max-examples",
+            "12",
+            "--batch-size",
+            "4",
+            "--doc-max-length",
+            "48",
+            "--num-bm25-negatives",
+            "0",
+            "--negatives-file",
+            str(negatives),
+            "--no-progress-bar",
+            "--max-steps",
+            "2",
+        ]
+    )
     assert ns.handler(ns) == 0
     assert MultiViewEncoder.from_pretrained(tmp_path / "dpr").config.num_views == 1
 
@@ -97,9 +163,20 @@ def test_train_camvr_on_squad_mv_from_the_cli(tiny_backbone, squad_mv_dir, tmp_p
 def test_resume_latest_through_the_api(tiny_backbone, squad_mv_dir, tmp_path):
     from haystack_mvr.training import train
 
-    common = {"model": str(tiny_backbone), "data_dir": str(squad_mv_dir), "output_dir": str(tmp_path),
-              "mode": "mvr", "num_views": 2, "max_examples": 8, "batch_size": 4, "doc_max_length": 32,
-              "num_bm25_negatives": 0, "num_hard_negatives": 0, "progress_bar": False, "save_every": 1}
+    common = {
+        "model": str(tiny_backbone),
+        "data_dir": str(squad_mv_dir),
+        "output_dir": str(tmp_path),
+        "mode": "mvr",
+        "num_views": 2,
+        "max_examples": 8,
+        "batch_size": 4,
+        "doc_max_length": 32,
+        "num_bm25_negatives": 0,
+        "num_hard_negatives": 0,
+        "progress_bar": False,
+        "save_every": 1,
+    }
     train(TrainingArguments(**common, max_steps=1))
     first = MultiViewEncoder.from_pretrained(tmp_path).state_dict()
     train(TrainingArguments(**common, max_steps=2, resume_from="latest"))

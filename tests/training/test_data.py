@@ -22,10 +22,22 @@ CORPUS = [
     {"id": "Dogs#0", "title": "Dogs", "text": "Dogs bark loudly. Dogs like walks."},
 ]
 QUESTIONS = [
-    {"id": "q1", "question": "What do cats do?", "answers": ["sleep a lot"], "answer_starts": [16],
-     "positive_id": "Cats#0", "title": "Cats"},
-    {"id": "q2", "question": "What do dogs do?", "answers": ["bark"], "answer_starts": [5],
-     "positive_id": "Dogs#0", "title": "Dogs"},
+    {
+        "id": "q1",
+        "question": "What do cats do?",
+        "answers": ["sleep a lot"],
+        "answer_starts": [16],
+        "positive_id": "Cats#0",
+        "title": "Cats",
+    },
+    {
+        "id": "q2",
+        "question": "What do dogs do?",
+        "answers": ["bark"],
+        "answer_starts": [5],
+        "positive_id": "Dogs#0",
+        "title": "Dogs",
+    },
 ]
 
 
@@ -132,13 +144,19 @@ def test_dpr_bad_records_name_the_record_and_field(tmp_path):
 
 @pytest.fixture
 def beir_dir(tmp_path):
-    write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "d1", "title": "A", "text": "alpha text"},
-                                            {"_id": "d2", "title": "B", "text": "beta text"},
-                                            {"_id": "d3", "title": "C", "text": "gamma text"}])
+    write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "A", "text": "alpha text"},
+            {"_id": "d2", "title": "B", "text": "beta text"},
+            {"_id": "d3", "title": "C", "text": "gamma text"},
+        ],
+    )
     write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "alpha?"}, {"_id": "q2", "text": "beta?"}])
     (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td3\t1\nq2\td2\t1\n"
-                                                  "q2\td3\t0\n")
+    (tmp_path / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td3\t1\nq2\td2\t1\nq2\td3\t0\n"
+    )
     return tmp_path
 
 
@@ -181,8 +199,13 @@ def test_dataset_draws_negatives_reproducibly_per_epoch():
 
 
 def test_attach_negatives_skips_positives_and_duplicates():
-    example = TrainingExample("q", "query", Passage("p", "", "positive"), positive_ids=frozenset({"p", "p2"}),
-                              hard_negatives=(Passage("a", "", "x"),))
+    example = TrainingExample(
+        "q",
+        "query",
+        Passage("p", "", "positive"),
+        positive_ids=frozenset({"p", "p2"}),
+        hard_negatives=(Passage("a", "", "x"),),
+    )
     merged = attach_negatives([example], {"q": [Passage("a", "", "x"), Passage("p2", "", "y"), Passage("b", "", "z")]})
     assert [p.id for p in merged[0].hard_negatives] == ["a", "b"]
     assert merged[0] is not example

@@ -35,21 +35,48 @@ def toy_squad_mv(directory: Path) -> Path:
             f.write(json.dumps({"id": f"{w}#0", "title": w.title(), "text": f"The {w} is here. A {w} again."}) + "\n")
     with (directory / "train.jsonl").open("w") as f:
         for i, w in enumerate(WORDS):
-            f.write(json.dumps({"id": f"q{i}", "question": f"where is the {w}?", "answers": [w],
-                                "answer_starts": [4], "positive_id": f"{w}#0", "title": w.title()}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"q{i}",
+                        "question": f"where is the {w}?",
+                        "answers": [w],
+                        "answer_starts": [4],
+                        "positive_id": f"{w}#0",
+                        "title": w.title(),
+                    }
+                )
+                + "\n"
+            )
     return directory
 
 
 def single_process_gradient(backbone: Path, data_dir: Path, output_dir: Path) -> dict[str, torch.Tensor]:
     """What one process computes on the global batch (the two ranks' micro-batches together)."""
-    args = TrainingArguments(model=str(backbone), data_dir=str(data_dir), output_dir=str(output_dir), mode="mvr",
-                             num_views=3, doc_max_length=24, query_max_length=12, batch_size=4,
-                             num_bm25_negatives=0, num_hard_negatives=0, progress_bar=False)
+    args = TrainingArguments(
+        model=str(backbone),
+        data_dir=str(data_dir),
+        output_dir=str(output_dir),
+        mode="mvr",
+        num_views=3,
+        doc_max_length=24,
+        query_max_length=12,
+        batch_size=4,
+        num_bm25_negatives=0,
+        num_hard_negatives=0,
+        progress_bar=False,
+    )
     set_seed(args.seed)
     encoder = load_encoder(args)
     dataset = TrainingDataset(load_examples(args).examples, num_hard_negatives=0, seed=args.seed)
-    trainer = MultiViewTrainer(encoder, args, dataset, MultiViewCollator.from_encoder(encoder),
-                               build_loss(args, "mvr"), context=DistributedContext())
+    trainer = MultiViewTrainer(
+        encoder,
+        args,
+        dataset,
+        MultiViewCollator.from_encoder(encoder),
+        build_loss(args, "mvr"),
+        context=DistributedContext(),
+    )
     sampler = EpochBatchSampler(len(dataset), 4, seed=args.seed)
     sampler.set_epoch(0)
     trainer._micro_step(trainer.collator([dataset[i] for i in next(iter(sampler))]), 1.0, sync=True)
@@ -65,7 +92,11 @@ def test_two_process_gloo_training(trainable_backbone, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
         [sys.executable, str(worker), str(trainable_backbone), str(data_dir), str(out), str(free_port())],
-        capture_output=True, text=True, timeout=300, cwd=root, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-4000:]
 

@@ -43,8 +43,9 @@ def test_bm25_negatives_exclude_positive_and_answers(real):
     assert sum(len(v) for v in negatives.values()) > 5 * len(examples)
     assert_clean(examples, negatives)
     # The filter matters: without answers, answer-bearing passages would be among the "negatives".
-    unfiltered = bm25_negatives([dataclasses.replace(e, answers=()) for e in examples], corpus, num_negatives=10,
-                                depth=40)
+    unfiltered = bm25_negatives(
+        [dataclasses.replace(e, answers=()) for e in examples], corpus, num_negatives=10, depth=40
+    )
     leaked = sum(has_answer(list(e.answers), p.text) for e in examples for p in unfiltered[e.query_id])
     assert leaked > 0
 

@@ -13,26 +13,58 @@ from haystack_mvr.training.data import Passage, TrainingDataset, TrainingExample
 from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss
 from haystack_mvr.training.trainer import MultiViewTrainer, find_latest_checkpoint
 
-WORDS = ["cat", "dog", "horse", "river", "mountain", "piano", "guitar", "apple", "banana", "train", "ship", "castle",
-         "forest", "desert", "island", "rocket"]
+WORDS = [
+    "cat",
+    "dog",
+    "horse",
+    "river",
+    "mountain",
+    "piano",
+    "guitar",
+    "apple",
+    "banana",
+    "train",
+    "ship",
+    "castle",
+    "forest",
+    "desert",
+    "island",
+    "rocket",
+]
 
 
 def toy_examples() -> list[TrainingExample]:
-    passages = [Passage(f"p{i}", w.title(), f"The {w} is here. Nothing else happens. A {w} again.")
-                for i, w in enumerate(WORDS)]
+    passages = [
+        Passage(f"p{i}", w.title(), f"The {w} is here. Nothing else happens. A {w} again.") for i, w in enumerate(WORDS)
+    ]
     examples = []
     for i, w in enumerate(WORDS):
         pool = (passages[(i + 1) % len(WORDS)], passages[(i + 5) % len(WORDS)])
-        examples.append(TrainingExample(f"q{i}", f"where is the {w}?", passages[i], (w,),
-                                        passages[i].text.rindex(w), hard_negatives=pool))
+        examples.append(
+            TrainingExample(
+                f"q{i}", f"where is the {w}?", passages[i], (w,), passages[i].text.rindex(w), hard_negatives=pool
+            )
+        )
     return examples
 
 
 def make_trainer(backbone, output_dir, *, mode="mvr", checkpoint=None, **overrides) -> MultiViewTrainer:
-    options = {"model": str(backbone), "data_dir": "unused", "output_dir": str(output_dir), "mode": mode,
-               "num_views": 3, "batch_size": 4, "lr": 1e-3, "warmup_ratio": 0.0, "log_every": 1,
-               "progress_bar": False, "num_bm25_negatives": 0, "doc_max_length": 24, "query_max_length": 12,
-               **overrides}
+    options = {
+        "model": str(backbone),
+        "data_dir": "unused",
+        "output_dir": str(output_dir),
+        "mode": mode,
+        "num_views": 3,
+        "batch_size": 4,
+        "lr": 1e-3,
+        "warmup_ratio": 0.0,
+        "log_every": 1,
+        "progress_bar": False,
+        "num_bm25_negatives": 0,
+        "doc_max_length": 24,
+        "query_max_length": 12,
+        **overrides,
+    }
     args = TrainingArguments(**options)
     torch.manual_seed(args.seed)
     source = checkpoint or backbone
@@ -70,15 +102,21 @@ def test_a_few_steps_lower_the_loss(trainable_backbone, tmp_path, mode):
 
 
 def test_resume_continues_exactly(tiny_backbone, tmp_path):
-    straight = make_trainer(tiny_backbone, tmp_path / "a", max_steps=6, save_every=3, grad_accumulation=2,
-                            batch_size=2)
+    straight = make_trainer(tiny_backbone, tmp_path / "a", max_steps=6, save_every=3, grad_accumulation=2, batch_size=2)
     straight.train()
     assert straight.steps_per_epoch == 4  # 16 examples / 2 per micro-batch / 2 micro-batches per step
     checkpoint = tmp_path / "a" / "checkpoints" / "step-0000003"
     assert find_latest_checkpoint(tmp_path / "a").name == "step-0000006"
 
-    resumed = make_trainer(tiny_backbone, tmp_path / "b", checkpoint=checkpoint, max_steps=6, save_every=3,
-                           grad_accumulation=2, batch_size=2)
+    resumed = make_trainer(
+        tiny_backbone,
+        tmp_path / "b",
+        checkpoint=checkpoint,
+        max_steps=6,
+        save_every=3,
+        grad_accumulation=2,
+        batch_size=2,
+    )
     resumed.train(resume_from=checkpoint)
     assert resumed.global_step == 6
     for (name, a), b in zip(straight.encoder.state_dict().items(), resumed.encoder.state_dict().values(), strict=True):
@@ -95,8 +133,9 @@ def test_saved_model_reloads_with_identical_embeddings(tiny_backbone, tmp_path):
     for a, b in zip(trainer.encoder.encode_documents(texts), reloaded.encode_documents(texts), strict=True):
         np.testing.assert_allclose(a.views, b.views, rtol=1e-5, atol=1e-6)
         assert a.spans == b.spans
-    np.testing.assert_allclose(trainer.encoder.encode_queries(["cat?"]), reloaded.encode_queries(["cat?"]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        trainer.encoder.encode_queries(["cat?"]), reloaded.encode_queries(["cat?"]), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_temperature_follows_the_epoch(tiny_backbone, tmp_path):

@@ -97,9 +97,7 @@ class MultiViewDocumentEmbedder:
 
     def _text_and_offset(self, doc: Document) -> tuple[str, int]:
         """The text to embed and where ``doc.content`` starts in it."""
-        meta_values = [
-            str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None
-        ]
+        meta_values = [str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None]
         head = self.prefix + "".join(v + self.embedding_separator for v in meta_values)
         return head + doc.content + self.suffix, len(head)
 
@@ -127,10 +125,10 @@ class MultiViewDocumentEmbedder:
             return {"documents": []}
         self.warm_up()
         assert self.encoder is not None
-        texts, offsets = zip(*(self._text_and_offset(d) for d in documents))
+        texts, offsets = zip(*(self._text_and_offset(d) for d in documents), strict=True)
         encoded = self.encoder.encode_documents(list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar)
         result = []
-        for doc, enc, offset in zip(documents, encoded, offsets):
+        for doc, enc, offset in zip(documents, encoded, offsets, strict=True):
             spans = [_shift_into_content(span, offset, len(doc.content)) for span in enc.spans]
             result.append(attach_views(doc, enc.views, spans if any(s is not None for s in spans) else None))
         return {"documents": result}

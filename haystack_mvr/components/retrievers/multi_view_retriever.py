@@ -47,7 +47,9 @@ class MultiViewRetriever:
         self.document_store = document_store
         self.filters = filters
         self.top_k = top_k
-        self.filter_policy = filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
+        self.filter_policy = (
+            filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
+        )
         self.return_embedding = return_embedding
 
     def to_dict(self) -> dict[str, Any]:
