@@ -300,7 +300,7 @@ class FaissMultiViewDocumentStore:
             if views is None or views.ntotal == 0:
                 return []
             query = self._validate_query(query_embedding, views.dim)
-            allowed_rows, available = None, len(np.unique(views.row_doc))
+            allowed_rows, available = None, views.document_count
             if filters:
                 allowed_slots = np.array([self._slot_of[d.id] for d in self._matching(filters)], dtype=np.int64)
                 allowed_rows = np.flatnonzero(np.isin(views.row_doc, allowed_slots))

@@ -58,14 +58,15 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
     version.mkdir()
     try:
         ids = list(store._documents)
-        new_slot = {store._slot_of[i]: n for n, i in enumerate(ids)}
+        new_slot = np.full(len(store._slot_ids), -1, dtype=np.int64)  # old slot -> line in documents.jsonl
+        new_slot[[store._slot_of[i] for i in ids]] = np.arange(len(ids))
         with (version / "documents.jsonl").open("w", encoding="utf-8") as f:
             for doc_id in ids:
                 f.write(json.dumps(store._documents[doc_id].to_dict(flatten=False)) + "\n")
         views = store._views
         dim = views.dim if views is not None else store.embedding_dim
         vectors = views.vectors if views is not None else np.zeros((0, dim or 0), dtype=np.float32)
-        row_doc = np.array([new_slot[s] for s in views.row_doc], dtype=np.int64) if views else np.zeros(0, np.int64)
+        row_doc = new_slot[views.row_doc] if views is not None else np.zeros(0, dtype=np.int64)
         row_view = views.row_view if views is not None else np.zeros(0, dtype=np.int32)
         np.save(version / "vectors.npy", vectors)
         np.save(version / "row_doc.npy", row_doc)
@@ -130,9 +131,7 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
     views = None
     if dim is not None and vectors.shape[0]:
         views = ViewIndex(dim, store.index_factory)
-        views.vectors = vectors
-        views.row_doc = np.load(version / "row_doc.npy")
-        views.row_view = np.load(version / "row_view.npy")
+        views.set_rows(vectors, np.load(version / "row_doc.npy"), np.load(version / "row_view.npy"))
         if manifest["index_factory"] == store.index_factory:
             views.set_faiss_index(faiss.read_index(str(version / "index.faiss")))
     store.delete_all_documents()

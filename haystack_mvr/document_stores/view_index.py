@@ -28,30 +28,70 @@ class ViewIndex:
 
     def reset(self) -> None:
         """Remove every row."""
-        self.vectors = np.zeros((0, self.dim), dtype=np.float32)
-        self.row_doc = np.zeros(0, dtype=np.int64)
-        self.row_view = np.zeros(0, dtype=np.int32)
+        self.set_rows(
+            np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        )
+
+    def set_rows(self, vectors: np.ndarray, row_doc: np.ndarray, row_view: np.ndarray) -> None:
+        """Replace every row (and drop the FAISS index built over the old ones)."""
+        self._vectors, self._row_doc, self._row_view = vectors, row_doc, row_view
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+        self._documents = len(np.unique(row_doc))
         self._index: faiss.Index | None = None
         self._indexed_rows = 0
 
+    # Writes append to a pending list, joined into one array on the next read: writing N rows in B batches
+    # copies O(N) bytes, not O(N * B).
+    @property
+    def vectors(self) -> np.ndarray:
+        self._consolidate()
+        return self._vectors
+
+    @property
+    def row_doc(self) -> np.ndarray:
+        self._consolidate()
+        return self._row_doc
+
+    @property
+    def row_view(self) -> np.ndarray:
+        self._consolidate()
+        return self._row_view
+
     @property
     def ntotal(self) -> int:
-        return int(self.vectors.shape[0])
+        return int(self._vectors.shape[0]) + self._pending_rows
+
+    @property
+    def document_count(self) -> int:
+        """How many documents have at least one row (kept up to date, so searching never counts them)."""
+        return self._documents
 
     def add_many(self, slots: list[int], views: list[np.ndarray]) -> None:
-        if not views:
+        """Append the views of new document slots (each slot once, never already present)."""
+        for slot, v in zip(slots, views, strict=True):
+            if len(v) == 0:
+                continue
+            self._pending.append((v, np.full(len(v), slot, dtype=np.int64), np.arange(len(v), dtype=np.int32)))
+            self._pending_rows += len(v)
+            self._documents += 1
+
+    def _consolidate(self) -> None:
+        if not self._pending:
             return
-        self.vectors = np.concatenate([self.vectors, *views])
-        self.row_doc = np.concatenate(
-            [self.row_doc, *[np.full(len(v), s, dtype=np.int64) for s, v in zip(slots, views, strict=True)]]
-        )
-        self.row_view = np.concatenate([self.row_view, *[np.arange(len(v), dtype=np.int32) for v in views]])
+        vectors, row_doc, row_view = zip(*self._pending, strict=True)
+        self._vectors = np.concatenate([self._vectors, *vectors])
+        self._row_doc = np.concatenate([self._row_doc, *row_doc])
+        self._row_view = np.concatenate([self._row_view, *row_view])
+        self._pending, self._pending_rows = [], 0
 
     def remove_slots(self, slots: np.ndarray) -> None:
         keep = ~np.isin(self.row_doc, slots)
         if keep.all():
             return
-        self.vectors, self.row_doc, self.row_view = self.vectors[keep], self.row_doc[keep], self.row_view[keep]
+        removed = len(np.unique(self._row_doc[~keep]))
+        self._vectors, self._row_doc, self._row_view = self._vectors[keep], self._row_doc[keep], self._row_view[keep]
+        self._documents -= removed
         self._index, self._indexed_rows = None, 0
 
     def views_of(self, slot: int) -> np.ndarray:

@@ -138,6 +138,26 @@ def test_overwrite_replaces_views(document_store):
     assert document_store.search([1.0, 0.0], top_k=1)[0].score == pytest.approx(0.0)
 
 
+def test_document_count_follows_writes_overwrites_and_deletes(document_store, tmp_path):
+    def count():
+        return document_store._views.document_count
+
+    document_store.write_documents([multi_view_doc(i, [[1, 0], [0, 1]]) for i in range(3)])
+    document_store.write_documents([Document(id="plain", content="no vector"), multi_view_doc(3, [[1, 1]])])
+    assert count() == 4
+    document_store.write_documents([multi_view_doc(1, [[0, 1]] * 5)], policy=DuplicatePolicy.OVERWRITE)
+    document_store.delete_documents(["d0", "plain", "unknown"])
+    assert count() == 3 == len(np.unique(document_store._views.row_doc))
+    assert len(document_store.search([1.0, 0.0], top_k=10)) == 3
+    document_store.save(tmp_path / "s")
+    loaded = FaissMultiViewDocumentStore()
+    loaded.load(tmp_path / "s")
+    assert loaded._views.document_count == 3
+    assert [d.id for d in loaded.search([0.0, 1.0], top_k=2)] == [
+        d.id for d in document_store.search([0.0, 1.0], top_k=2)
+    ]
+
+
 def test_filters_still_return_top_k(document_store):
     document_store.write_documents([multi_view_doc(i, [[1.0 - i / 100, 0.0]], group=i % 2) for i in range(40)])
     hits = document_store.search([1.0, 0.0], top_k=7, filters={"field": "meta.group", "operator": "==", "value": 1})

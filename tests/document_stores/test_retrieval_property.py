@@ -19,21 +19,22 @@ def corpora(draw):
     views = [rng.normal(size=(draw(st.integers(1, 5)), DIM)).astype(np.float32) for _ in range(n)]
     groups = [draw(st.integers(0, 2)) for _ in range(n)]
     deleted = draw(st.sets(st.integers(0, n - 1), max_size=n))
-    return views, groups, deleted, rng.normal(size=DIM).astype(np.float32)
+    batch = draw(st.integers(1, n))  # documents per write_documents call, with a search after each
+    return views, groups, deleted, batch, rng.normal(size=DIM).astype(np.float32)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpora(), st.integers(1, 30), st.sampled_from([None, 0, 1, 2]))
 def test_search_equals_brute_force(corpus, top_k, group):
-    views, groups, deleted, query = corpus
+    views, groups, deleted, batch, query = corpus
     store = FaissMultiViewDocumentStore()
-    store.write_documents(
-        [
-            attach_views(Document(id=f"d{i}", content="x", meta={"g": g}), v)
-            for i, (v, g) in enumerate(zip(views, groups, strict=True))
-        ]
-    )
-    store.search(query, top_k=1)  # build the index before deleting
+    docs = [
+        attach_views(Document(id=f"d{i}", content="x", meta={"g": g}), v)
+        for i, (v, g) in enumerate(zip(views, groups, strict=True))
+    ]
+    for start in range(0, len(docs), batch):
+        store.write_documents(docs[start : start + batch])
+        store.search(query, top_k=1)  # build (then extend) the index between writes and before deleting
     store.delete_documents([f"d{i}" for i in deleted])
     filters = None if group is None else {"field": "meta.g", "operator": "==", "value": group}
     got = store.search(query, top_k=top_k, filters=filters)
