@@ -17,10 +17,12 @@ import gzip
 import itertools
 import json
 import platform
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from haystack import Document, Pipeline
 from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
@@ -30,7 +32,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
 
@@ -96,15 +98,52 @@ def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
     return query, (lambda q: {"embedder": {"text": q}}), seconds
 
 
-def multi_view_store(docs: list[Document], model: str, batch_size: int) -> tuple[FaissMultiViewDocumentStore, float]:
+def multi_view_store(
+    docs: list[Document], model: str, batch_size: int, saved: Path | None = None
+) -> tuple[FaissMultiViewDocumentStore, float]:
+    """Encode ``docs`` into a Flat store, or load the copy saved at ``saved`` by an earlier run (and save there)."""
     store = FaissMultiViewDocumentStore(index_factory="Flat")
+    timing = saved / "index_seconds.json" if saved else None
+    if saved and timing.exists() and persistence.exists(saved):
+        store.load(saved)
+        if store.count_documents() == len(docs):
+            print(f"loaded the encoded corpus from {saved}")
+            return store, json.loads(timing.read_text(encoding="utf-8"))["index_seconds"]
+        store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()
     indexing.add_component(
         "embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size)
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    return store, index(indexing, "embedder", docs)
+    seconds = index(indexing, "embedder", docs)
+    if saved:
+        store.save(saved)
+        timing.write_text(json.dumps({"index_seconds": seconds, "model": model}) + "\n", encoding="utf-8")
+    return store, seconds
+
+
+def compressed_store(
+    flat: FaissMultiViewDocumentStore, spec: str, scratch: Path
+) -> tuple[FaissMultiViewDocumentStore, dict]:
+    """The same documents and views under another FAISS index (``FACTORY`` or ``FACTORY@nprobe=32``), as a user
+    gets it by saving a store and loading it with another ``index_factory``; reports build time and bytes/view."""
+    factory, _, param = spec.partition("@")
+    name, _, value = param.partition("=")
+    store = FaissMultiViewDocumentStore(index_factory=factory, search_parameters={name: int(value)} if param else None)
+    flat.save(scratch)
+    store.load(scratch)
+    start = time.perf_counter()
+    store.search([0.0] * flat.embedding_dim, top_k=1)  # trains and fills the index
+    build_seconds = time.perf_counter() - start
+    store.save(scratch)
+    version = scratch / (scratch / persistence.POINTER).read_text(encoding="utf-8").strip()
+    rows = len(np.load(version / "row_doc.npy", mmap_mode="r"))
+    info = {
+        "index_build_seconds": round(build_seconds, 1),
+        "index_bytes_per_view": round((version / "index.faiss").stat().st_size / rows, 1),
+    }
+    return store, info
 
 
 def multi_view_system(store: FaissMultiViewDocumentStore, model: str):
@@ -146,6 +185,20 @@ def main() -> None:
         help=f"Comma-separated subset of {SYSTEMS}; 'hybrid' fuses BM25 with the best multi-view system run here.",
     )
     parser.add_argument("--update", action="store_true", help="Merge into the tier's existing results file.")
+    parser.add_argument(
+        "--store-dir",
+        type=Path,
+        default=None,
+        help="Save each encoded multi-view corpus here and reuse it on later runs (skips re-encoding).",
+    )
+    parser.add_argument(
+        "--index-factories",
+        nargs="+",
+        default=[],
+        metavar="FACTORY[@nprobe=N]",
+        help="Also evaluate every multi-view system over these compressed FAISS indexes (e.g. "
+        "'OPQ32,IVF1024,PQ32@nprobe=32'), against its Flat row.",
+    )
     args = parser.parse_args()
     systems = {s.strip() for s in args.systems.split(",") if s.strip()}
     if not systems <= set(SYSTEMS):
@@ -195,11 +248,19 @@ def main() -> None:
         multi_view[name] = path
     best_name, best = None, None
     for name, path in multi_view.items():
-        store, seconds = multi_view_store(docs, path, args.batch_size)
+        saved = args.store_dir / f"{args.tier}-{slug(name)}" if args.store_dir else None
+        store, seconds = multi_view_store(docs, path, args.batch_size, saved)
         if "checkpoints" in systems or path == model:
             query, inputs = multi_view_system(store, path)
             measure(name, query, inputs, "retriever", seconds)
             score = results[name]["gold_R@5"] + results[name]["gold_R@1"]
+            for spec in args.index_factories:
+                with tempfile.TemporaryDirectory() as scratch:
+                    compressed, info = compressed_store(store, spec, Path(scratch))
+                query, inputs = multi_view_system(compressed, path)
+                measure(f"{name} [{spec.replace('@', ', ')}]", query, inputs, "retriever", seconds)
+                results[f"{name} [{spec.replace('@', ', ')}]"].update(info)
+                del compressed
         else:  # a checkpoint given only as the hybrid's dense side
             score = float("inf")
         if best is None or score > best[0]:
@@ -230,12 +291,17 @@ def main() -> None:
         "systems": results,
     }
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms"])
+    extra = ["index_bytes_per_view"] if any("index_bytes_per_view" in m for m in results.values()) else []
+    table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms", *extra])
     stem.with_suffix(".md").write_text(
         f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions\n\n{table}", encoding="utf-8"
     )
     plot(results, stem.with_suffix(".png"), args.tier)
     print(f"\n{table}\nwrote {stem}.json, .md, .png")
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
 
 
 def machine_label() -> str:

@@ -39,6 +39,8 @@ class FaissMultiViewDocumentStore:
     :param embedding_dim: Vector dimension; ``None`` takes it from the first vectors written, then fixes it.
     :param index_factory: A FAISS ``index_factory`` string (``"Flat"``, ``"HNSW32"``, ``"IVF256,PQ32"``,
         ``"OPQ16_64,IVF256,PQ16"`` ...), always with inner-product metric.
+    :param search_parameters: FAISS search-time parameters set on the index after every (re)build, by
+        ``faiss.ParameterSpace`` name: ``{"nprobe": 32}`` for IVF, ``{"efSearch": 128}`` for HNSW.
     :param index_path: A directory written by :meth:`save`; loaded on first use when it exists.
     :param encoder_config: The encoder config the vectors come from (e.g. ``MultiViewConfig.to_dict()``);
         recorded on save, and a saved copy with another config is refused on load.
@@ -50,6 +52,7 @@ class FaissMultiViewDocumentStore:
         index_factory: str = "Flat",
         index_path: str | None = None,
         encoder_config: dict[str, Any] | None = None,
+        search_parameters: dict[str, int | float] | None = None,
     ) -> None:
         if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
             msg = f"embedding_dim must be a positive integer or None, got {embedding_dim!r}."
@@ -57,8 +60,18 @@ class FaissMultiViewDocumentStore:
         if not isinstance(index_factory, str) or not index_factory.strip():
             msg = "index_factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32'."
             raise ValueError(msg)
+        if search_parameters is not None and (
+            not isinstance(search_parameters, dict)
+            or any(
+                not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float))
+                for k, v in search_parameters.items()
+            )
+        ):
+            msg = f"search_parameters must map FAISS parameter names to numbers, got {search_parameters!r}."
+            raise ValueError(msg)
         self.embedding_dim = embedding_dim
         self.index_factory = index_factory
+        self.search_parameters = dict(search_parameters) if search_parameters else None
         self.index_path = index_path
         self.encoder_config = encoder_config
         self._documents: dict[str, Document] = {}
@@ -76,6 +89,7 @@ class FaissMultiViewDocumentStore:
             index_factory=self.index_factory,
             index_path=self.index_path,
             encoder_config=self.encoder_config,
+            search_parameters=self.search_parameters,
         )
 
     @classmethod
@@ -384,7 +398,7 @@ class FaissMultiViewDocumentStore:
 
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
-            self._views = ViewIndex(dim, self.index_factory)
+            self._views = ViewIndex(dim, self.index_factory, self.search_parameters)
             self.embedding_dim = self.embedding_dim or dim
         return self._views
 

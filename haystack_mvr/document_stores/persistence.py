@@ -130,7 +130,7 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
     vectors = np.load(version / "vectors.npy")
     views = None
     if dim is not None and vectors.shape[0]:
-        views = ViewIndex(dim, store.index_factory)
+        views = ViewIndex(dim, store.index_factory, store.search_parameters)
         views.set_rows(vectors, np.load(version / "row_doc.npy"), np.load(version / "row_view.npy"))
         if manifest["index_factory"] == store.index_factory:
             views.set_faiss_index(faiss.read_index(str(version / "index.faiss")))

@@ -19,11 +19,16 @@ class ViewIndex:
     :param index_factory: Any FAISS ``index_factory`` string, built with inner-product metric. Trainable
         indexes (IVF, PQ, OPQ) are trained on all stored vectors at the first search after a change; until
         there are enough vectors to train, search is exact.
+    :param search_parameters: ``faiss.ParameterSpace`` settings (``nprobe``, ``efSearch`` ...) applied to the
+        index whenever it is built or replaced.
     """
 
-    def __init__(self, dim: int, index_factory: str = "Flat") -> None:
+    def __init__(
+        self, dim: int, index_factory: str = "Flat", search_parameters: dict[str, int | float] | None = None
+    ) -> None:
         self.dim = dim
         self.index_factory = index_factory
+        self.search_parameters = search_parameters or {}
         self.reset()
 
     def reset(self) -> None:
@@ -116,7 +121,18 @@ class ViewIndex:
                 logger.info("Too few vectors to train %s (%s); searching exactly for now.", self.index_factory, e)
                 index = faiss.IndexFlatIP(self.dim)
         index.add(self.vectors)
+        if not _is_flat(index):
+            self._apply_search_parameters(index)
         return index
+
+    def _apply_search_parameters(self, index: faiss.Index) -> None:
+        space = faiss.ParameterSpace()
+        for name, value in self.search_parameters.items():
+            try:
+                space.set_index_parameter(index, name, value)
+            except RuntimeError as e:
+                msg = f"FAISS search parameter {name}={value!r} does not apply to index {self.index_factory!r}: {e}"
+                raise ValueError(msg) from e
 
     def search(self, query: np.ndarray, k: int, allowed_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` rows for one query ``(d,)``: ``(scores, rows)``, best first, restricted to allowed rows."""
@@ -139,6 +155,8 @@ class ViewIndex:
         return self._ensure_index()
 
     def set_faiss_index(self, index: faiss.Index) -> None:
+        if not _is_flat(index):
+            self._apply_search_parameters(index)
         self._index, self._indexed_rows = index, int(index.ntotal)
 
 

@@ -176,6 +176,38 @@ def test_other_index_factories_find_the_easy_top_1(factory):
     assert store.search(target, top_k=3)[0].id == "d123"
 
 
+def test_search_parameters_reach_the_index_after_builds_and_loads(tmp_path):
+    rng = np.random.default_rng(1)
+    views = rng.normal(size=(400, 2, 8)).astype(np.float32)
+    docs = [multi_view_doc(i, v) for i, v in enumerate(views)]
+    queries = rng.normal(size=(20, 8)).astype(np.float32)
+    exact = FaissMultiViewDocumentStore()
+    exact.write_documents(docs)
+
+    def top5(store):
+        return [[d.id for d in store.search(q, top_k=5)] for q in queries]
+
+    one_list = FaissMultiViewDocumentStore(index_factory="IVF16,Flat")
+    all_lists = FaissMultiViewDocumentStore(index_factory="IVF16,Flat", search_parameters={"nprobe": 16})
+    for store in (one_list, all_lists):
+        store.write_documents(docs)
+    assert top5(all_lists) == top5(exact)  # probing every list is exhaustive
+    assert top5(one_list) != top5(exact)  # FAISS's default nprobe=1 is not
+    all_lists.save(tmp_path / "s")
+    loaded = FaissMultiViewDocumentStore(index_factory="IVF16,Flat", search_parameters={"nprobe": 16})
+    loaded.load(tmp_path / "s")
+    assert top5(loaded) == top5(exact)
+
+
+def test_unknown_search_parameter_is_named():
+    store = FaissMultiViewDocumentStore(index_factory="IVF4,Flat", search_parameters={"efSearch": 64})
+    store.write_documents([multi_view_doc(i, [[float(i), 1.0]]) for i in range(200)])
+    with pytest.raises(ValueError, match="efSearch"):
+        store.search([1.0, 0.0], top_k=1)
+    with pytest.raises(ValueError, match="search_parameters"):
+        FaissMultiViewDocumentStore(search_parameters={"nprobe": "8"})
+
+
 def test_bad_input_loses_nothing(document_store):
     document_store.write_documents([multi_view_doc(0, [[1, 0]])])
     with pytest.raises(ValueError, match="list of Documents"):
@@ -208,7 +240,9 @@ def test_fixed_dimension_is_enforced():
 
 
 def test_to_dict_and_back():
-    store = FaissMultiViewDocumentStore(embedding_dim=8, index_factory="HNSW32", encoder_config={"mode": "mvr"})
+    store = FaissMultiViewDocumentStore(
+        embedding_dim=8, index_factory="HNSW32", encoder_config={"mode": "mvr"}, search_parameters={"efSearch": 64}
+    )
     data = store.to_dict()
     assert data == {
         "type": "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore",
@@ -217,6 +251,7 @@ def test_to_dict_and_back():
             "index_factory": "HNSW32",
             "index_path": None,
             "encoder_config": {"mode": "mvr"},
+            "search_parameters": {"efSearch": 64},
         },
     }
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
