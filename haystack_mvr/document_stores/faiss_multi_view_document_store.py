@@ -111,7 +111,7 @@ class FaissMultiViewDocumentStore:
         """Documents matching Haystack ``filters`` (all when ``None``); views are not included in ``meta``."""
         self._ensure_loaded()
         with self._lock:
-            return [dataclasses.replace(d) for d in self._matching(filters)]
+            return [self._with_embedding(d) for d in self._matching(filters)]
 
     def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """
@@ -346,13 +346,20 @@ class FaissMultiViewDocumentStore:
         if span is not None:
             meta[MATCHED_SPAN_KEY] = list(span)
             meta[MATCHED_TEXT_KEY] = snippet_text(doc.content, span)
-        embedding = doc.embedding
+        embedding = None
         if return_embedding:
             assert self._views is not None
             meta[VIEWS_KEY] = self._views.views_of(slot).tolist()
-        else:
-            embedding = None
+            embedding = doc.embedding if doc.embedding is not None else meta[VIEWS_KEY][0]
         return dataclasses.replace(doc, meta=meta, score=score, embedding=embedding)
+
+    def _with_embedding(self, doc: Document) -> Document:
+        """A copy of a stored document; an ``embedding`` left out because it equals view 0 is put back."""
+        if doc.embedding is None and self._views is not None:
+            first = self._views.first_view(self._slot_of[doc.id])
+            if first is not None:
+                return dataclasses.replace(doc, embedding=first.tolist())
+        return dataclasses.replace(doc)
 
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:
@@ -392,7 +399,11 @@ class FaissMultiViewDocumentStore:
                     raise ValueError(msg)
             if spans is not None:
                 meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
-            embedding = doc.embedding if doc.embedding is not None or views is None else views[0].tolist()
+            embedding = doc.embedding
+            if views is not None and (embedding is None or list(embedding) == views[0].tolist()):
+                # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
+                # view 0, which the embedders set as ``embedding`` anyway.
+                embedding = None
             prepared.append((dataclasses.replace(doc, meta=meta, embedding=embedding, score=None), views, spans))
         return prepared
 

@@ -12,8 +12,9 @@ logger = logging.getLogger(__name__)
 
 class ViewIndex:
     """
-    Every view is one row. Rows of a document are contiguous; row ``r`` belongs to document slot ``row_doc[r]``
-    and is that document's view number ``row_view[r]``. The FAISS index is rebuilt lazily after a change.
+    Every view is one row. Rows of a document are contiguous and ordered by slot (``row_doc`` never decreases:
+    new documents get larger slots); row ``r`` belongs to document slot ``row_doc[r]`` and is that document's
+    view number ``row_view[r]``. The FAISS index is rebuilt lazily after a change.
 
     :param dim: Vector dimension.
     :param index_factory: Any FAISS ``index_factory`` string, built with inner-product metric. Trainable
@@ -39,10 +40,14 @@ class ViewIndex:
 
     def set_rows(self, vectors: np.ndarray, row_doc: np.ndarray, row_view: np.ndarray) -> None:
         """Replace every row (and drop the FAISS index built over the old ones)."""
+        if len(vectors) != len(row_doc) or len(row_doc) != len(row_view) or np.any(np.diff(row_doc) < 0):
+            msg = "View rows are inconsistent: vectors, row_doc and row_view differ in length or slots are unordered."
+            raise ValueError(msg)
         self._vectors, self._row_doc, self._row_view = vectors, row_doc, row_view
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_rows = 0
         self._documents = len(np.unique(row_doc))
+        self._last_slot = int(row_doc[-1]) if len(row_doc) else -1
         self._index: faiss.Index | None = None
         self._indexed_rows = 0
 
@@ -77,6 +82,10 @@ class ViewIndex:
         for slot, v in zip(slots, views, strict=True):
             if len(v) == 0:
                 continue
+            if slot <= self._last_slot:
+                msg = f"Slot {slot} is not after the last stored slot {self._last_slot}."
+                raise ValueError(msg)
+            self._last_slot = slot
             self._pending.append((v, np.full(len(v), slot, dtype=np.int64), np.arange(len(v), dtype=np.int32)))
             self._pending_rows += len(v)
             self._documents += 1
@@ -100,7 +109,13 @@ class ViewIndex:
         self._index, self._indexed_rows = None, 0
 
     def views_of(self, slot: int) -> np.ndarray:
-        return self.vectors[self.row_doc == slot]
+        """The ``(views, d)`` rows of one document slot (empty when it has none)."""
+        lo, hi = np.searchsorted(self.row_doc, [slot, slot + 1])
+        return self.vectors[lo:hi]
+
+    def first_view(self, slot: int) -> np.ndarray | None:
+        views = self.views_of(slot)
+        return views[0] if len(views) else None
 
     def _ensure_index(self) -> faiss.Index:
         if self._index is not None and self._indexed_rows == self.ntotal:

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 from haystack import Document
@@ -97,6 +99,25 @@ def test_views_are_rows_and_leave_meta(document_store):
     full = document_store.search([0.0, 1.0], top_k=1, return_embedding=True)[0]
     assert full.meta[VIEWS_KEY] == [[1.0, 0.0], [0.0, 1.0]]
     assert SPANS_KEY in full.meta
+
+
+def test_embedding_equal_to_view_0_is_not_kept_but_read_back(document_store, tmp_path):
+    views = np.array([[0.25, 0.5], [1.0, 0.0]], dtype=np.float32)
+    same = attach_views(Document(id="same", content="a", embedding=views[0].tolist()), views)
+    absent = attach_views(Document(id="absent", content="b"), views)
+    own = dataclasses.replace(attach_views(Document(id="own", content="c"), views), embedding=[0.1, 0.2])
+    document_store.write_documents([same, absent, own])
+    assert document_store._documents["same"].embedding is None  # no Python float list per stored document
+    assert document_store._documents["own"].embedding == [0.1, 0.2]
+    expected = {"same": [0.25, 0.5], "absent": [0.25, 0.5], "own": [0.1, 0.2]}
+    assert {d.id: d.embedding for d in document_store.filter_documents()} == expected
+    hits = document_store.search([1.0, 0.0], top_k=3, return_embedding=True)
+    assert {d.id: d.embedding for d in hits} == expected
+    assert all(d.embedding is None for d in document_store.search([1.0, 0.0], top_k=3))
+    document_store.save(tmp_path / "s")
+    loaded = FaissMultiViewDocumentStore()
+    loaded.load(tmp_path / "s")
+    assert {d.id: d.embedding for d in loaded.filter_documents()} == expected
 
 
 def test_score_is_max_over_views_and_documents_are_unique(document_store):
