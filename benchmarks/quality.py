@@ -163,13 +163,16 @@ def multi_view_system(store: FaissMultiViewDocumentStore, model: str):
     return query, (lambda q: {"embedder": {"text": q}})
 
 
-def hybrid_system(bm25_query: Pipeline, store: FaissMultiViewDocumentStore, model: str):
+def hybrid_system(
+    bm25_query: Pipeline, store: FaissMultiViewDocumentStore, model: str, weights: list[float] | None = None
+):
+    """BM25 and multi-view retrieval fused by Haystack's DocumentJoiner (RRF; ``weights`` = [BM25, dense])."""
     bm25_store = bm25_query.get_component("retriever").document_store
     query = Pipeline()
     query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=TOP_K))
     query.add_component("embedder", MultiViewTextEmbedder(model=model))
     query.add_component("dense", MultiViewRetriever(document_store=store, top_k=TOP_K))
-    query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K))
+    query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K, weights=weights))
     query.connect("embedder.embedding", "dense.query_embedding")
     query.connect("bm25.documents", "joiner.documents")
     query.connect("dense.documents", "joiner.documents")
@@ -194,6 +197,13 @@ def main() -> None:
         help=f"Comma-separated subset of {SYSTEMS}; 'hybrid' fuses BM25 with the best multi-view system run here.",
     )
     parser.add_argument("--update", action="store_true", help="Merge into the tier's existing results file.")
+    parser.add_argument(
+        "--hybrid-weights",
+        type=lambda v: [float(w) for w in v.split(",")],
+        default=None,
+        metavar="BM25,DENSE",
+        help="RRF weights of the hybrid (default equal); pick them on training questions with hybrid_weights.py.",
+    )
     parser.add_argument(
         "--store-dir",
         type=Path,
@@ -277,8 +287,9 @@ def main() -> None:
     if "hybrid" in systems:
         if best is None:
             parser.error("--systems hybrid needs a multi-view system: add snippet or a --checkpoint")
-        hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2])
-        measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF)", hybrid_query, hybrid_inputs, "joiner", 0.0)
+        hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2], args.hybrid_weights)
+        weighted = f", weights {args.hybrid_weights}" if args.hybrid_weights else ""
+        measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF{weighted})", hybrid_query, hybrid_inputs, "joiner", 0.0)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / args.tier

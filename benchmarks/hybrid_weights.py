@@ -1,0 +1,96 @@
+"""Pick the hybrid's RRF weights on TRAINING questions, never on the dev split the results report.
+
+    python benchmarks/hybrid_weights.py --store-dir /tmp/mvr-stores      # ~5 min on 2 CPU cores
+
+Runs BM25 + snippet multi-view through Haystack's DocumentJoiner (reciprocal rank fusion) with BM25 weights
+0 ... 1 on a seeded sample of squad-mv training questions (articles outside the dev split) against the
+squad-mv corpus, and writes benchmarks/results/hybrid_weights.json and .md. Weight 1.0 must reproduce BM25
+alone and 0.0 the dense system alone: the run checks both, which also pins the order of the joiner's inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quality import (
+    COLUMNS,
+    RESULTS,
+    bm25_system,
+    hybrid_system,
+    load_tier,
+    machine_label,
+    multi_view_store,
+    multi_view_system,
+    packaged_minilm,
+)
+
+from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
+from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
+from haystack_mvr.evaluation.report import markdown_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--questions", type=int, default=600, help="training questions sampled")
+    parser.add_argument("--weights", default="0,0.3,0.4,0.5,0.6,0.7,0.8,1", help="BM25 weights to try")
+    parser.add_argument("--store-dir", type=Path, default=None, help="reuse / save the encoded corpus here")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    train = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))[0]
+    questions = random.Random(args.seed).sample(train, min(args.questions, len(train)))
+    docs = load_tier("squad-mv", args.data_dir)
+    model = packaged_minilm()
+    saved = args.store_dir / "squad-mv-minilm-snippet-pooled-multi-view--zero-shot" if args.store_dir else None
+    store, _ = multi_view_store(docs, model, 64, saved)
+    bm25_query, bm25_inputs, _ = bm25_system(docs)
+    dense_query, dense_inputs = multi_view_system(store, model)
+
+    def metrics(pipeline, inputs, output):
+        return evaluate_ranking(run_query_pipeline(pipeline, questions, inputs=inputs, output_component=output))
+
+    single = {"BM25": metrics(bm25_query, bm25_inputs, "retriever")}
+    single["snippet multi-view"] = metrics(dense_query, dense_inputs, "retriever")
+    results = dict(single)
+    for w in [float(v) for v in args.weights.split(",")]:
+        query, inputs = hybrid_system(bm25_query, store, model, [w, 1.0 - w])
+        results[f"RRF, BM25 weight {w:g}"] = metrics(query, inputs, "joiner")
+        print(markdown_table({f"BM25 weight {w:g}": results[f"RRF, BM25 weight {w:g}"]}, metrics=COLUMNS[:4]))
+    for w, alone in ((1.0, "BM25"), (0.0, "snippet multi-view")):
+        key = f"RRF, BM25 weight {w:g}"
+        if key in results and abs(results[key]["gold_R@1"] - single[alone]["gold_R@1"]) > 1e-9:
+            print(f"warning: weight {w:g} does not reproduce {alone} alone: check the joiner's input order")
+    fused = {
+        k: v
+        for k, v in results.items()
+        if k.startswith("RRF") and k not in ("RRF, BM25 weight 0", "RRF, BM25 weight 1")
+    }
+    best = max(fused, key=lambda k: fused[k]["gold_R@1"] + fused[k]["gold_R@5"])
+    payload = {
+        "questions": len(questions),
+        "question_source": "squad-mv training articles (not the dev split), seeded sample",
+        "machine": machine_label(),
+        "best_by_R@1+R@5": best,
+        "systems": results,
+    }
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "hybrid_weights.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    table = markdown_table(results, metrics=COLUMNS)
+    (args.output_dir / "hybrid_weights.md").write_text(
+        f"# RRF weights picked on {len(questions)} squad-mv training questions (2,067 paragraphs)\n\n{table}\n"
+        f"Best by R@1 + R@5: **{best}**.\n",
+        encoding="utf-8",
+    )
+    print(f"\n{table}\nbest by R@1 + R@5: {best}")
+
+
+if __name__ == "__main__":
+    main()
