@@ -85,7 +85,7 @@ def eval_loss(trainer: MultiViewTrainer) -> float:
     return out.loss.item()
 
 
-@pytest.mark.parametrize("mode", ["mvr", "camvr"])
+@pytest.mark.parametrize("mode", ["mvr", "camvr", "snippet"])
 def test_a_few_steps_lower_the_loss(trainable_backbone, tmp_path, mode):
     trainer = make_trainer(trainable_backbone, tmp_path, mode=mode, max_steps=12, batch_size=8, lr=3e-3)
     before = eval_loss(trainer)
@@ -95,8 +95,8 @@ def test_a_few_steps_lower_the_loss(trainable_backbone, tmp_path, mode):
     log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 13))
     assert {"loss", "global_loss", "local_loss", "temperature", "lr", "view_wins"} <= set(log[0])
-    assert sum(log[0]["view_wins"]) == 8 and len(log[0]["view_wins"]) == 3
-    assert ("answer_view_agreement" in log[0]) == (mode == "camvr")
+    assert sum(log[0]["view_wins"]) == 8 and len(log[0]["view_wins"]) == (4 if mode == "snippet" else 3)  # +global
+    assert ("answer_view_agreement" in log[0]) == (mode != "mvr")  # modes with snippet spans
     assert (tmp_path / "train_plot.png").stat().st_size > 1000
     assert (tmp_path / "multi_view_config.json").is_file() and (tmp_path / "training_args.json").is_file()
 
