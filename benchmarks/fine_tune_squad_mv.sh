@@ -33,32 +33,31 @@ for name in "${models[@]}"; do
   [[ -n "${runs[$name]+set}" ]] || { echo "Unknown model '$name'; choose from: ${!runs[*]}" >&2; exit 2; }
 done
 pids=()
-for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do
-  # shellcheck disable=SC2086
-  cmd=($PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} --output-dir "$RUNS/$name")
+# Run a command with its output in log $1: in the background when PARALLEL=1 (collected by `wait_all`).
+launch() {
+  local log=$1; shift
   if [[ "${PARALLEL:-1}" == 1 ]]; then
-    "${cmd[@]}" > "$RUNS/$name.train.log" 2>&1 &
+    "$@" > "$log" 2>&1 &
     pids+=($!)
   else
-    "${cmd[@]}" > "$RUNS/$name.train.log" 2>&1
+    "$@" > "$log" 2>&1
   fi
+}
+wait_all() { for pid in "${pids[@]}"; do wait "$pid"; done; pids=(); }
+
+for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do
+  # shellcheck disable=SC2086
+  launch "$RUNS/$name.train.log" $PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} --output-dir "$RUNS/$name"
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
+wait_all
 for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do tail -n 2 "$RUNS/$name.train.log"; done
 
 if [[ "${EVAL:-1}" == 1 ]]; then
-  pids=()
   for name in "${models[@]}"; do
-    cmd=($PY -m haystack_mvr.cli.main eval --model "$RUNS/$name" --corpus "$DATA/squad-mv/corpus.jsonl"
-         --questions "$DATA/squad-mv/train.jsonl" --dev-split --diagnostics --batch-size 64
-         --output "$RUNS/$name.eval.json")
-    if [[ "${PARALLEL:-1}" == 1 ]]; then
-      "${cmd[@]}" > "$RUNS/$name.eval.log" 2>&1 &
-      pids+=($!)
-    else
-      "${cmd[@]}" > "$RUNS/$name.eval.log" 2>&1
-    fi
+    launch "$RUNS/$name.eval.log" $PY -m haystack_mvr.cli.main eval --model "$RUNS/$name" \
+      --corpus "$DATA/squad-mv/corpus.jsonl" --questions "$DATA/squad-mv/train.jsonl" --dev-split --diagnostics \
+      --batch-size 64 --output "$RUNS/$name.eval.json"
   done
-  for pid in "${pids[@]}"; do wait "$pid"; done
+  wait_all
   for name in "${models[@]}"; do grep -A 2 "^| system" "$RUNS/$name.eval.log"; done
 fi

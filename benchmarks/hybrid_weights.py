@@ -57,22 +57,21 @@ def main() -> None:
     def metrics(pipeline, inputs, output):
         return evaluate_ranking(run_query_pipeline(pipeline, questions, inputs=inputs, output_component=output))
 
+    def label(w: float) -> str:
+        return f"RRF, BM25 weight {w:g}"
+
     single = {"BM25": metrics(bm25_query, bm25_inputs, "retriever")}
     single["snippet multi-view"] = metrics(dense_query, dense_inputs, "retriever")
     results = dict(single)
-    for w in [float(v) for v in args.weights.split(",")]:
+    weights = [float(v) for v in args.weights.split(",")]
+    for w in weights:
         query, inputs = hybrid_system(bm25_query, store, model, [w, 1.0 - w])
-        results[f"RRF, BM25 weight {w:g}"] = metrics(query, inputs, "joiner")
-        print(markdown_table({f"BM25 weight {w:g}": results[f"RRF, BM25 weight {w:g}"]}, metrics=COLUMNS[:4]))
+        results[label(w)] = metrics(query, inputs, "joiner")
+        print(markdown_table({f"BM25 weight {w:g}": results[label(w)]}, metrics=COLUMNS[:4]))
     for w, alone in ((1.0, "BM25"), (0.0, "snippet multi-view")):
-        key = f"RRF, BM25 weight {w:g}"
-        if key in results and abs(results[key]["gold_R@1"] - single[alone]["gold_R@1"]) > 1e-9:
+        if w in weights and abs(results[label(w)]["gold_R@1"] - single[alone]["gold_R@1"]) > 1e-9:
             print(f"warning: weight {w:g} does not reproduce {alone} alone: check the joiner's input order")
-    fused = {
-        k: v
-        for k, v in results.items()
-        if k.startswith("RRF") and k not in ("RRF, BM25 weight 0", "RRF, BM25 weight 1")
-    }
+    fused = {label(w): results[label(w)] for w in weights if 0.0 < w < 1.0}
     best = max(fused, key=lambda k: fused[k]["gold_R@1"] + fused[k]["gold_R@5"])
     payload = {
         "questions": len(questions),
