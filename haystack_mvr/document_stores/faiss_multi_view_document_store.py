@@ -44,6 +44,12 @@ class FaissMultiViewDocumentStore:
     :param index_path: A directory written by :meth:`save`; loaded on first use when it exists.
     :param encoder_config: The encoder config the vectors come from (e.g. ``MultiViewConfig.to_dict()``);
         recorded on save, and a saved copy with another config is refused on load.
+    :param keep_vectors: Keep every view's float32 vector beside the index (the default). ``False`` keeps only
+        the FAISS index, so a compressed index (``"OPQ48,PQ48"``: 48 bytes per view instead of 4·d) saves
+        process memory and disk too. Then: a trainable index is trained once, on the vectors stored at the
+        first search, and later writes and deletes re-encode into it; returned embeddings are the index's
+        reconstruction (exact for Flat and HNSW, approximate for PQ); a saved copy loads only with the same
+        ``index_factory``.
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class FaissMultiViewDocumentStore:
         index_path: str | None = None,
         encoder_config: dict[str, Any] | None = None,
         search_parameters: dict[str, int | float] | None = None,
+        keep_vectors: bool = True,
     ) -> None:
         if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
             msg = f"embedding_dim must be a positive integer or None, got {embedding_dim!r}."
@@ -72,6 +79,10 @@ class FaissMultiViewDocumentStore:
         self.embedding_dim = embedding_dim
         self.index_factory = index_factory
         self.search_parameters = dict(search_parameters) if search_parameters else None
+        if not isinstance(keep_vectors, bool):
+            msg = f"keep_vectors must be True or False, got {keep_vectors!r}."
+            raise ValueError(msg)
+        self.keep_vectors = keep_vectors
         self.index_path = index_path
         self.encoder_config = encoder_config
         self._documents: dict[str, Document] = {}
@@ -90,6 +101,7 @@ class FaissMultiViewDocumentStore:
             index_path=self.index_path,
             encoder_config=self.encoder_config,
             search_parameters=self.search_parameters,
+            keep_vectors=self.keep_vectors,
         )
 
     @classmethod
@@ -409,7 +421,7 @@ class FaissMultiViewDocumentStore:
 
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
-            self._views = ViewIndex(dim, self.index_factory, self.search_parameters)
+            self._views = ViewIndex(dim, self.index_factory, self.search_parameters, self.keep_vectors)
             self.embedding_dim = self.embedding_dim or dim
         return self._views
 

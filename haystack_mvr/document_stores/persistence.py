@@ -65,13 +65,14 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
                 f.write(json.dumps(store._documents[doc_id].to_dict(flatten=False)) + "\n")
         views = store._views
         dim = views.dim if views is not None else store.embedding_dim
-        vectors = views.vectors if views is not None else np.zeros((0, dim or 0), dtype=np.float32)
+        index = views.faiss_index() if views is not None and views.ntotal else faiss.IndexFlatIP(dim or 1)
+        # with keep_vectors=False the index is the only copy of the indexed rows: no float32 rows are written
+        vectors = views.stored_vectors if views is not None else np.zeros((0, dim or 0), dtype=np.float32)
         row_doc = new_slot[views.row_doc] if views is not None else np.zeros(0, dtype=np.int64)
         row_view = views.row_view if views is not None else np.zeros(0, dtype=np.int32)
         np.save(version / "vectors.npy", vectors)
         np.save(version / "row_doc.npy", row_doc)
         np.save(version / "row_view.npy", row_view)
-        index = views.faiss_index() if views is not None and views.ntotal else faiss.IndexFlatIP(dim or 1)
         faiss.write_index(index, str(version / "index.faiss"))
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -79,7 +80,8 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
             "index_factory": store.index_factory,
             "encoder_config": store.encoder_config,
             "documents": len(ids),
-            "rows": int(vectors.shape[0]),
+            "rows": int(row_doc.shape[0]),
+            "vectors": int(vectors.shape[0]),
             "checksums": {name: _sha256(version / name) for name in DATA_FILES},
         }
         (version / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
@@ -128,12 +130,28 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
     with (version / "documents.jsonl").open(encoding="utf-8") as f:
         documents = [Document.from_dict(json.loads(line)) for line in f]
     vectors = np.load(version / "vectors.npy")
+    row_doc, row_view = np.load(version / "row_doc.npy"), np.load(version / "row_view.npy")
     views = None
-    if dim is not None and vectors.shape[0]:
-        views = ViewIndex(dim, store.index_factory, store.search_parameters)
-        views.set_rows(vectors, np.load(version / "row_doc.npy"), np.load(version / "row_view.npy"))
-        if manifest["index_factory"] == store.index_factory:
-            views.set_faiss_index(faiss.read_index(str(version / "index.faiss")))
+    if dim is not None and len(row_doc):
+        index = faiss.read_index(str(version / "index.faiss"))
+        if index.d != dim:
+            msg = f"The saved store at {path} is corrupt: its index has dimension {index.d}, its manifest {dim}."
+            raise DocumentStoreError(msg)
+        if manifest["index_factory"] != store.index_factory:
+            if len(vectors) < len(row_doc):
+                msg = (
+                    f"The saved store at {path} keeps its vectors only in its {manifest['index_factory']!r} index "
+                    f"(saved with keep_vectors=False); load it with index_factory={manifest['index_factory']!r}, "
+                    f"not {store.index_factory!r}."
+                )
+                raise DocumentStoreError(msg)
+            index = None
+        views = ViewIndex(dim, store.index_factory, store.search_parameters, store.keep_vectors)
+        try:
+            views.set_rows(vectors, row_doc, row_view, index)
+        except ValueError as e:
+            msg = f"The saved store at {path} is corrupt: {e}"
+            raise DocumentStoreError(msg) from e
     store.delete_all_documents()
     store._documents = {d.id: d for d in documents}
     store._slot_ids = [d.id for d in documents]

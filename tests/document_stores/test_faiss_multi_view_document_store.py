@@ -32,9 +32,14 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.views import MATCHED_TEXT_KEY, MATCHED_VIEW_KEY, SPANS_KEY, VIEWS_KEY, attach_views
 
 
+@pytest.fixture(params=[True, False], ids=["vectors-kept", "index-only"])
+def keep_vectors(request):
+    return request.param
+
+
 @pytest.fixture
-def document_store():
-    return FaissMultiViewDocumentStore()
+def document_store(keep_vectors):
+    return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
 
 
 class TestHaystackSuite(
@@ -46,8 +51,8 @@ class TestHaystackSuite(
     GetMetadataFieldUniqueValuesTest,
 ):
     @pytest.fixture
-    def document_store(self):
-        return FaissMultiViewDocumentStore()
+    def document_store(self, keep_vectors):
+        return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
 
     def test_write_documents(self, document_store):
         docs = [Document(id="1", content="a"), Document(id="2", content="b", embedding=[0.1, 0.2])]
@@ -75,8 +80,8 @@ class TestAsyncSuite(
     WriteDocumentsAsyncTest,
 ):
     @pytest.fixture
-    def document_store(self):
-        return FaissMultiViewDocumentStore()
+    def document_store(self, keep_vectors):
+        return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
 
     @pytest.mark.asyncio
     async def test_write_documents_async(self, document_store):
@@ -262,7 +267,11 @@ def test_fixed_dimension_is_enforced():
 
 def test_to_dict_and_back():
     store = FaissMultiViewDocumentStore(
-        embedding_dim=8, index_factory="HNSW32", encoder_config={"mode": "mvr"}, search_parameters={"efSearch": 64}
+        embedding_dim=8,
+        index_factory="HNSW32",
+        encoder_config={"mode": "mvr"},
+        search_parameters={"efSearch": 64},
+        keep_vectors=False,
     )
     data = store.to_dict()
     assert data == {
@@ -273,6 +282,7 @@ def test_to_dict_and_back():
             "index_path": None,
             "encoder_config": {"mode": "mvr"},
             "search_parameters": {"efSearch": 64},
+            "keep_vectors": False,
         },
     }
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data

@@ -24,10 +24,10 @@ def corpora(draw):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpora(), st.integers(1, 30), st.sampled_from([None, 0, 1, 2]))
-def test_search_equals_brute_force(corpus, top_k, group):
+@given(corpora(), st.integers(1, 30), st.sampled_from([None, 0, 1, 2]), st.booleans())
+def test_search_equals_brute_force(corpus, top_k, group, keep_vectors):
     views, groups, deleted, batch, query = corpus
-    store = FaissMultiViewDocumentStore()
+    store = FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
     docs = [
         attach_views(Document(id=f"d{i}", content="x", meta={"g": g}), v)
         for i, (v, g) in enumerate(zip(views, groups, strict=True))

@@ -1,0 +1,157 @@
+"""Process memory of FaissMultiViewDocumentStore with and without its float32 rows (``keep_vectors``).
+
+    python benchmarks/store_memory.py                                  # 10^6 views, Flat and PQ48, ~10 min on 2 cores
+    python benchmarks/store_memory.py --sizes 100000 --factories Flat  # smoke test
+
+Every (size, index, keep_vectors) setting runs in its own fresh Python process, on the same seeded synthetic
+corpus as ``retrieval_speed.py`` (d=384 unit vectors, k views per document). The process writes the documents
+(views as numpy arrays in ``meta``), searches once (which builds the index), drops its own copy of the
+generated matrix and reports:
+
+- ``rss_bytes_per_view``: resident memory after the build minus before the corpus was generated, per view
+  (everything the store holds: Documents, row maps, float32 rows if kept, the FAISS index);
+- ``peak_bytes_per_view``: the peak resident memory of the process minus the same baseline, per view (the
+  generated matrix included: the rows are kept until the index is built, so the peak is the same both ways);
+- ``index_bytes_per_view`` (the FAISS index as serialized), ``rows_bytes_per_view`` (float32 rows beside it),
+  ``saved_bytes_per_view`` (the directory ``store.save`` writes);
+- ``top10_equal``: whether both settings of ``keep_vectors`` return the same top-10 documents for 20 queries.
+
+Writes ``benchmarks/results/store_memory.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from retrieval_speed import make_corpus, make_queries, rss_gib
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def worker(size: int, factory: str, keep_vectors: bool, k: int, dim: int, seed: int) -> dict:
+    import faiss
+    from haystack import Document
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.views import VIEWS_KEY
+
+    gc.collect()
+    base = rss_gib() * 2**30
+    vectors = make_corpus(size, k, dim, seed)
+    queries = make_queries(vectors, 20, seed)
+    store = FaissMultiViewDocumentStore(embedding_dim=dim, index_factory=factory, keep_vectors=keep_vectors)
+    n_docs = len(vectors) // k
+    for lo in range(0, n_docs, 10_000):
+        hi = min(n_docs, lo + 10_000)
+        store.write_documents(
+            [Document(id=str(i), meta={VIEWS_KEY: vectors[i * k : (i + 1) * k]}) for i in range(lo, hi)]
+        )
+    top10 = [[d.id for d in store.search(q, top_k=10)] for q in queries]
+    n_rows = len(vectors)
+    del vectors
+    gc.collect()
+    rss = rss_gib() * 2**30
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    views = store._views
+    index_bytes = len(faiss.serialize_index(views.faiss_index()))
+    with tempfile.TemporaryDirectory() as tmp:
+        store.save(Path(tmp) / "store")
+        saved = directory_bytes(Path(tmp) / "store")
+    return {
+        "size": n_rows,
+        "k": k,
+        "index_factory": factory,
+        "keep_vectors": keep_vectors,
+        "rss_bytes_per_view": (rss - base) / n_rows,
+        "peak_bytes_per_view": (peak - base) / n_rows,
+        "index_bytes_per_view": index_bytes / n_rows,
+        "rows_bytes_per_view": views.stored_vectors.nbytes / n_rows,
+        "row_maps_bytes_per_view": (views.row_doc.nbytes + views.row_view.nbytes) / n_rows,
+        "saved_bytes_per_view": saved / n_rows,
+        "top10": top10,
+    }
+
+
+def render(results: dict) -> str:
+    lines = [
+        "# Store memory with and without float32 rows (`keep_vectors`)",
+        "",
+        f"Machine: {results['machine']}. d={results['dim']}, k={results['k']} views per document, synthetic corpus "
+        "of `retrieval_speed.py`. Bytes per stored view; each row is its own fresh process.",
+        "",
+        "| views | index | keep_vectors | resident | peak | FAISS index | float32 rows | row maps | saved on disk "
+        "| same top-10 |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results["rows"]:
+        lines.append(
+            f"| {r['size']:,} | {r['index_factory']} | {r['keep_vectors']} | {r['rss_bytes_per_view']:.0f} | "
+            f"{r['peak_bytes_per_view']:.0f} | {r['index_bytes_per_view']:.1f} | {r['rows_bytes_per_view']:.0f} | "
+            f"{r['row_maps_bytes_per_view']:.0f} | {r['saved_bytes_per_view']:.1f} | {r.get('top10_equal', '')} |"
+        )
+    lines += [
+        "",
+        "Resident = process memory after the build minus before the corpus existed (Documents, row maps, rows, "
+        "index); peak includes the generated matrix and the rows held until the index is built.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000000", help="comma-separated numbers of view vectors")
+    parser.add_argument("--factories", nargs="+", default=["Flat", "PQ48"])
+    parser.add_argument("--k", type=int, default=8, help="views per document")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    parser.add_argument("--worker", nargs=3, metavar=("SIZE", "FACTORY", "KEEP"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        size, factory, keep = args.worker
+        print(json.dumps(worker(int(size), factory, keep == "1", args.k, args.dim, args.seed)))
+        return
+
+    results = {
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
+        "dim": args.dim,
+        "k": args.k,
+    }
+    results["rows"] = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        for factory in args.factories:
+            pair = []
+            for keep in ("1", "0"):
+                cmd = [sys.executable, __file__, "--worker", str(size), factory, keep, "--k", str(args.k)]
+                cmd += ["--dim", str(args.dim), "--seed", str(args.seed)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                row = json.loads(out.strip().splitlines()[-1])
+                pair.append(row)
+                print(
+                    f"{size} {factory} keep_vectors={keep == '1'}: {row['rss_bytes_per_view']:.0f} B/view", flush=True
+                )
+            equal = pair[0]["top10"] == pair[1]["top10"]
+            for row in pair:
+                row["top10_equal"] = equal
+                del row["top10"]
+            results["rows"] += pair
+            args.output_dir.mkdir(parents=True, exist_ok=True)
+            (args.output_dir / "store_memory.json").write_text(json.dumps(results, indent=2) + "\n")
+            (args.output_dir / "store_memory.md").write_text(render(results))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
