@@ -1,11 +1,14 @@
-"""Pick the hybrid's RRF weights on TRAINING questions, never on the dev split the results report.
+"""Pick the hybrid's fusion and weights on TRAINING questions, never on the dev split the results report.
 
-    python benchmarks/hybrid_weights.py --store-dir /tmp/mvr-stores      # ~5 min on 2 CPU cores
+    python benchmarks/hybrid_weights.py --store-dir /tmp/mvr-stores      # ~3 min on 2 CPU cores
 
-Runs BM25 + snippet multi-view through Haystack's DocumentJoiner (reciprocal rank fusion) with BM25 weights
-0 ... 1 on a seeded sample of squad-mv training questions (articles outside the dev split) against the
-squad-mv corpus, and writes benchmarks/results/hybrid_weights.json and .md. Weight 1.0 must reproduce BM25
-alone and 0.0 the dense system alone: the run checks both, which also pins the order of the joiner's inputs.
+Runs BM25 and snippet multi-view once each through their Haystack pipelines on a seeded sample of squad-mv
+training questions (articles outside the dev split) against the squad-mv corpus, then fuses the two rankings
+of every question with the components ``quality.py``'s hybrid uses, for BM25 weights 0 ... 1:
+Haystack's DocumentJoiner with reciprocal rank fusion (``rrf``), and ``DocumentScoreNormalizer`` (min-max)
+on each list summed by DocumentJoiner ``merge`` (``convex``). Writes benchmarks/results/hybrid_weights.json and
+.md. Weight 1.0 must reproduce BM25 alone and 0.0 the dense system alone: the run checks both, which also pins
+the order of the joiner's inputs.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from haystack.components.joiners import DocumentJoiner
 from quality import (
     COLUMNS,
     RESULTS,
+    TOP_K,
     bm25_system,
-    hybrid_system,
     load_tier,
     machine_label,
     multi_view_store,
@@ -30,8 +34,9 @@ from quality import (
     packaged_minilm,
 )
 
+from haystack_mvr.components.joiners import DocumentScoreNormalizer
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
-from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
+from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
 
 
@@ -54,24 +59,33 @@ def main() -> None:
     bm25_query, bm25_inputs, _ = bm25_system(docs)
     dense_query, dense_inputs = multi_view_system(store, model)
 
-    def metrics(pipeline, inputs, output):
-        return evaluate_ranking(run_query_pipeline(pipeline, questions, inputs=inputs, output_component=output))
+    def ranked(pipeline, inputs, output):
+        return run_query_pipeline(pipeline, questions, inputs=inputs, output_component=output)
 
-    def label(w: float) -> str:
-        return f"RRF, BM25 weight {w:g}"
-
-    single = {"BM25": metrics(bm25_query, bm25_inputs, "retriever")}
-    single["snippet multi-view"] = metrics(dense_query, dense_inputs, "retriever")
+    bm25, dense = ranked(bm25_query, bm25_inputs, "retriever"), ranked(dense_query, dense_inputs, "retriever")
+    single = {"BM25": evaluate_ranking(bm25), "snippet multi-view": evaluate_ranking(dense)}
     results = dict(single)
     weights = [float(v) for v in args.weights.split(",")]
-    for w in weights:
-        query, inputs = hybrid_system(bm25_query, store, model, [w, 1.0 - w])
-        results[label(w)] = metrics(query, inputs, "joiner")
-        print(markdown_table({f"BM25 weight {w:g}": results[label(w)]}, metrics=COLUMNS[:4]))
-    for w, alone in ((1.0, "BM25"), (0.0, "snippet multi-view")):
-        if w in weights and abs(results[label(w)]["gold_R@1"] - single[alone]["gold_R@1"]) > 1e-9:
-            print(f"warning: weight {w:g} does not reproduce {alone} alone: check the joiner's input order")
-    fused = {label(w): results[label(w)] for w in weights if 0.0 < w < 1.0}
+    normalizer = DocumentScoreNormalizer("min_max")
+
+    def fuse(fusion: str, w: float, lists: tuple[list, list]) -> list:
+        if fusion == "rrf":
+            return DocumentJoiner("reciprocal_rank_fusion", weights=[w, 1 - w], top_k=TOP_K).run(list(lists))
+        joiner = DocumentJoiner("merge", weights=[w, 1 - w], top_k=TOP_K)
+        return joiner.run([normalizer.run(docs)["documents"] for docs in lists])
+
+    def label(fusion: str, w: float) -> str:
+        return f"{'RRF' if fusion == 'rrf' else 'convex (min-max)'}, BM25 weight {w:g}"
+
+    for fusion in ("rrf", "convex"):
+        for w in weights:
+            fused = [fuse(fusion, w, pair)["documents"] for pair in zip(bm25.documents, dense.documents, strict=True)]
+            results[label(fusion, w)] = evaluate_ranking(RankedResults(questions, fused))
+            print(markdown_table({label(fusion, w): results[label(fusion, w)]}, metrics=COLUMNS[:4]))
+        for w, alone in ((1.0, "BM25"), (0.0, "snippet multi-view")):
+            if w in weights and abs(results[label(fusion, w)]["gold_R@1"] - single[alone]["gold_R@1"]) > 1e-9:
+                print(f"warning: {fusion} weight {w:g} does not reproduce {alone} alone: check the input order")
+    fused = {label(f, w): results[label(f, w)] for f in ("rrf", "convex") for w in weights if 0.0 < w < 1.0}
     best = max(fused, key=lambda k: fused[k]["gold_R@1"] + fused[k]["gold_R@5"])
     payload = {
         "questions": len(questions),
@@ -84,7 +98,7 @@ def main() -> None:
     (args.output_dir / "hybrid_weights.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     table = markdown_table(results, metrics=COLUMNS)
     (args.output_dir / "hybrid_weights.md").write_text(
-        f"# RRF weights picked on {len(questions)} squad-mv training questions (2,067 paragraphs)\n\n{table}\n"
+        f"# Hybrid fusion picked on {len(questions)} squad-mv training questions (2,067 paragraphs)\n\n{table}\n"
         f"Best by R@1 + R@5: **{best}**.\n",
         encoding="utf-8",
     )

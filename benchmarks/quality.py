@@ -30,6 +30,7 @@ from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
+from haystack_mvr.components.joiners import DocumentScoreNormalizer
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
@@ -164,18 +165,34 @@ def multi_view_system(store: FaissMultiViewDocumentStore, model: str):
 
 
 def hybrid_system(
-    bm25_query: Pipeline, store: FaissMultiViewDocumentStore, model: str, weights: list[float] | None = None
+    bm25_query: Pipeline,
+    store: FaissMultiViewDocumentStore,
+    model: str,
+    weights: list[float] | None = None,
+    fusion: str = "rrf",
 ):
-    """BM25 and multi-view retrieval fused by Haystack's DocumentJoiner (RRF; ``weights`` = [BM25, dense])."""
+    """
+    BM25 and multi-view retrieval fused by Haystack's DocumentJoiner (``weights`` = [BM25, dense]).
+
+    ``fusion="rrf"``: reciprocal rank fusion. ``fusion="convex"``: each list's scores min-max normalised
+    (``DocumentScoreNormalizer``), then summed with the weights (``join_mode="merge"``).
+    """
     bm25_store = bm25_query.get_component("retriever").document_store
     query = Pipeline()
     query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=TOP_K))
     query.add_component("embedder", MultiViewTextEmbedder(model=model))
     query.add_component("dense", MultiViewRetriever(document_store=store, top_k=TOP_K))
-    query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K, weights=weights))
+    if fusion == "rrf":
+        query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K, weights=weights))
+        query.connect("bm25.documents", "joiner.documents")
+        query.connect("dense.documents", "joiner.documents")
+    else:
+        query.add_component("joiner", DocumentJoiner(join_mode="merge", top_k=TOP_K, weights=weights))
+        for branch in ("bm25", "dense"):
+            query.add_component(f"{branch}_scores", DocumentScoreNormalizer("min_max"))
+            query.connect(f"{branch}.documents", f"{branch}_scores.documents")
+            query.connect(f"{branch}_scores.documents", "joiner.documents")
     query.connect("embedder.embedding", "dense.query_embedding")
-    query.connect("bm25.documents", "joiner.documents")
-    query.connect("dense.documents", "joiner.documents")
     return query, (lambda q: {"bm25": {"query": q}, "embedder": {"text": q}})
 
 
@@ -202,7 +219,13 @@ def main() -> None:
         type=lambda v: [float(w) for w in v.split(",")],
         default=None,
         metavar="BM25,DENSE",
-        help="RRF weights of the hybrid (default equal); pick them on training questions with hybrid_weights.py.",
+        help="Fusion weights of the hybrid (default equal); pick them on training questions with hybrid_weights.py.",
+    )
+    parser.add_argument(
+        "--hybrid-fusion",
+        choices=("rrf", "convex"),
+        default="rrf",
+        help="rrf: reciprocal rank fusion; convex: min-max normalised scores summed with the weights.",
     )
     parser.add_argument(
         "--store-dir",
@@ -287,9 +310,14 @@ def main() -> None:
     if "hybrid" in systems:
         if best is None:
             parser.error("--systems hybrid needs a multi-view system: add snippet or a --checkpoint")
-        hybrid_query, hybrid_inputs = hybrid_system(bm25_query, best[1], best[2], args.hybrid_weights)
+        hybrid_query, hybrid_inputs = hybrid_system(
+            bm25_query, best[1], best[2], args.hybrid_weights, args.hybrid_fusion
+        )
         weighted = f", weights {args.hybrid_weights}" if args.hybrid_weights else ""
-        measure(f"Hybrid BM25 + {best_name} (DocumentJoiner RRF{weighted})", hybrid_query, hybrid_inputs, "joiner", 0.0)
+        how = "RRF" if args.hybrid_fusion == "rrf" else "min-max scores, merge"
+        measure(
+            f"Hybrid BM25 + {best_name} (DocumentJoiner {how}{weighted})", hybrid_query, hybrid_inputs, "joiner", 0.0
+        )
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / args.tier
