@@ -5,9 +5,11 @@
     python examples/hybrid_rag.py --reader deepset/roberta-base-squad2 --reader-kind extractive
         # + transformers-haystack's extractive reader (pip install "haystack-mvr[readers]")
 
-On the squad-mv dev split the fusion (reciprocal rank fusion) beats both BM25 and the dense retriever at R@5
-and R@20 (benchmarks/results/squad-mv.md). Both retrievers read the same documents: BM25 from Haystack's
-InMemoryDocumentStore, the dense side from the FAISS multi-view store.
+Two fusions, both Haystack's DocumentJoiner: ``--fusion convex`` (default) min-max normalises each retriever's
+scores (DocumentScoreNormalizer) and sums them with weights ``--bm25-weight`` / 1 - that; ``--fusion rrf`` is
+reciprocal rank fusion. The default weight 0.4 was picked on squad-mv training questions
+(benchmarks/results/hybrid_weights.md); dev-split results are in benchmarks/results/squad-mv.md. Both retrievers
+read the same documents: BM25 from Haystack's InMemoryDocumentStore, the dense side from the FAISS multi-view store.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from haystack.components.retrievers import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
+from haystack_mvr.components.joiners import DocumentScoreNormalizer
 from haystack_mvr.components.readers import FusionInDecoderReader
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
@@ -45,16 +48,26 @@ def hybrid_pipeline(
     top_k: int = 10,
     reader: str | None = None,
     reader_kind: str = "fid",
+    fusion: str = "convex",
+    bm25_weight: float = 0.4,
 ) -> Pipeline:
-    """BM25 + (query embedder -> multi-view retriever) -> DocumentJoiner (RRF) -> optional reader."""
+    """BM25 + (query embedder -> multi-view retriever) -> [score normalisers] -> DocumentJoiner -> optional reader."""
     pipeline = Pipeline()
     pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=top_k))
     pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
     pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=top_k))
-    pipeline.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=top_k))
+    weights = [bm25_weight, 1.0 - bm25_weight]
     pipeline.connect("query_embedder.embedding", "dense.query_embedding")
-    pipeline.connect("bm25.documents", "joiner.documents")
-    pipeline.connect("dense.documents", "joiner.documents")
+    if fusion == "rrf":
+        pipeline.add_component("joiner", DocumentJoiner("reciprocal_rank_fusion", weights=weights, top_k=top_k))
+        pipeline.connect("bm25.documents", "joiner.documents")
+        pipeline.connect("dense.documents", "joiner.documents")
+    else:
+        pipeline.add_component("joiner", DocumentJoiner("merge", weights=weights, top_k=top_k))
+        for branch in ("bm25", "dense"):
+            pipeline.add_component(f"{branch}_scores", DocumentScoreNormalizer("min_max"))
+            pipeline.connect(f"{branch}.documents", f"{branch}_scores.documents")
+            pipeline.connect(f"{branch}_scores.documents", "joiner.documents")
     if reader:
         if reader_kind == "extractive":
             from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
@@ -70,7 +83,7 @@ def run(pipeline: Pipeline, question: str) -> dict:
     data = {"bm25": {"query": question}, "query_embedder": {"text": question}}
     if "reader" in pipeline.graph.nodes:
         data["reader"] = {"query": question}
-    return pipeline.run(data, include_outputs_from={"joiner"})
+    return pipeline.run(data, include_outputs_from={"bm25", "dense", "joiner"})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=None, help="Dense model (default: packaged MiniLM, snippet mode).")
     parser.add_argument("--reader", default=None, help="Reader checkpoint (hub id or path); none: retrieval only.")
     parser.add_argument("--reader-kind", choices=["fid", "extractive"], default="fid")
+    parser.add_argument("--fusion", choices=["convex", "rrf"], default="convex")
+    parser.add_argument("--bm25-weight", type=float, default=0.4, help="BM25's share of the fused score.")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")
     parser.add_argument("--question", action="append")
@@ -87,7 +102,14 @@ def main(argv: list[str] | None = None) -> None:
     model = args.model or packaged_minilm()
     bm25_store, dense_store = build_stores(read_corpus(args.corpus, args.limit), model)
     pipeline = hybrid_pipeline(
-        bm25_store, dense_store, model, top_k=args.top_k, reader=args.reader, reader_kind=args.reader_kind
+        bm25_store,
+        dense_store,
+        model,
+        top_k=args.top_k,
+        reader=args.reader,
+        reader_kind=args.reader_kind,
+        fusion=args.fusion,
+        bm25_weight=args.bm25_weight,
     )
     for question in args.question or DEFAULT_QUESTIONS:
         result = run(pipeline, question)

@@ -182,17 +182,30 @@ def test_hybrid_example_with_each_reader(data_dir, tiny_backbone, tiny_t5, tiny_
     assert out.count("] ") >= 3  # three fused documents, each with its RRF score
 
 
-def test_hybrid_fuses_both_retrievers(data_dir, tiny_backbone):
+@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+def test_hybrid_fuses_both_retrievers(data_dir, tiny_backbone, fusion):
     import hybrid_rag
     from common import read_corpus
 
     documents = read_corpus(data_dir / "corpus.jsonl")
     bm25_store, dense_store = hybrid_rag.build_stores(documents, str(tiny_backbone))
-    pipeline = hybrid_rag.hybrid_pipeline(bm25_store, dense_store, str(tiny_backbone), top_k=4)
-    result = hybrid_rag.run(pipeline, "Who wrote the river book?")
-    fused = result["joiner"]["documents"]
-    assert len(fused) == 4 and len({d.id for d in fused}) == 4
-    assert fused[0].id == "river#0"  # BM25 is sure of it; the random dense model cannot out-vote it alone
+    question = "Who wrote the river book?"
+
+    def fused(bm25_weight):
+        pipeline = hybrid_rag.hybrid_pipeline(
+            bm25_store, dense_store, str(tiny_backbone), top_k=4, fusion=fusion, bm25_weight=bm25_weight
+        )
+        result = hybrid_rag.run(pipeline, question)
+        return [d.id for d in result["joiner"]["documents"]], result
+
+    ids, result = fused(0.5)
+    assert len(ids) == 4 and len(set(ids)) == 4
+    assert set(ids) <= {d.id for d in result["bm25"]["documents"] + result["dense"]["documents"]}
+    # the weights reach the right inputs: all on BM25 gives BM25's ranking, none gives the dense one
+    bm25_only, result = fused(1.0)
+    assert bm25_only[:2] == [d.id for d in result["bm25"]["documents"]][:2] and bm25_only[0] == "river#0"
+    dense_only, result = fused(0.0)
+    assert dense_only[:2] == [d.id for d in result["dense"]["documents"]][:2]
 
 
 def test_train_and_plug(tmp_path, data_dir, tiny_backbone, capsys):
