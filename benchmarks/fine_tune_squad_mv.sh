@@ -7,6 +7,8 @@
 #   bash benchmarks/fine_tune_squad_mv.sh                 # all three at once (one GPU holds them easily)
 #   PARALLEL=0 EPOCHS=2 bash benchmarks/fine_tune_squad_mv.sh   # one after the other, e.g. on a CPU
 #   MODELS="mean-single-vector snippet" bash benchmarks/fine_tune_squad_mv.sh   # the mean-pooled pair
+#   MODELS="mean-single-vector snippet" EXTRA="--normalize --temperature 0.05" bash benchmarks/fine_tune_squad_mv.sh
+#       # ... with all-MiniLM-L6-v2's own scoring (cosine, tau 0.05): where multi-view wins (results/fine_tuning)
 #
 # Environment: MODEL (default: the packaged all-MiniLM-L6-v2), DATA (default ../shared/data), RUNS (default
 # runs), EPOCHS (20), BATCH (128), LR (2e-5), VIEWER_POSITION (MVR, 0), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
