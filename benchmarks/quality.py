@@ -24,13 +24,12 @@ from pathlib import Path
 
 import numpy as np
 from haystack import Document, Pipeline
-from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.components.joiners import DocumentScoreNormalizer
+from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
@@ -174,24 +173,15 @@ def hybrid_system(
     """
     BM25 and multi-view retrieval fused by Haystack's DocumentJoiner (``weights`` = [BM25, dense]).
 
-    ``fusion="rrf"``: reciprocal rank fusion. ``fusion="convex"``: each list's scores min-max normalised
-    (``DocumentScoreNormalizer``), then summed with the weights (``join_mode="merge"``).
+    ``fusion``: ``"rrf"`` (reciprocal rank fusion) or ``"convex"`` (min-max normalised scores summed with the
+    weights), as wired by ``add_fusion_joiner``.
     """
     bm25_store = bm25_query.get_component("retriever").document_store
     query = Pipeline()
     query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=TOP_K))
     query.add_component("embedder", MultiViewTextEmbedder(model=model))
     query.add_component("dense", MultiViewRetriever(document_store=store, top_k=TOP_K))
-    if fusion == "rrf":
-        query.add_component("joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=TOP_K, weights=weights))
-        query.connect("bm25.documents", "joiner.documents")
-        query.connect("dense.documents", "joiner.documents")
-    else:
-        query.add_component("joiner", DocumentJoiner(join_mode="merge", top_k=TOP_K, weights=weights))
-        for branch in ("bm25", "dense"):
-            query.add_component(f"{branch}_scores", DocumentScoreNormalizer("min_max"))
-            query.connect(f"{branch}.documents", f"{branch}_scores.documents")
-            query.connect(f"{branch}_scores.documents", "joiner.documents")
+    add_fusion_joiner(query, ["bm25", "dense"], fusion=fusion, weights=weights, top_k=TOP_K)
     query.connect("embedder.embedding", "dense.query_embedding")
     return query, (lambda q: {"bm25": {"query": q}, "embedder": {"text": q}})
 

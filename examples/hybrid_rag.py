@@ -19,12 +19,11 @@ from pathlib import Path
 
 from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, packaged_minilm, read_corpus
 from haystack import Document, Pipeline
-from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
-from haystack_mvr.components.joiners import DocumentScoreNormalizer
+from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.readers import FusionInDecoderReader
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
@@ -56,18 +55,8 @@ def hybrid_pipeline(
     pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=top_k))
     pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
     pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=top_k))
-    weights = [bm25_weight, 1.0 - bm25_weight]
     pipeline.connect("query_embedder.embedding", "dense.query_embedding")
-    if fusion == "rrf":
-        pipeline.add_component("joiner", DocumentJoiner("reciprocal_rank_fusion", weights=weights, top_k=top_k))
-        pipeline.connect("bm25.documents", "joiner.documents")
-        pipeline.connect("dense.documents", "joiner.documents")
-    else:
-        pipeline.add_component("joiner", DocumentJoiner("merge", weights=weights, top_k=top_k))
-        for branch in ("bm25", "dense"):
-            pipeline.add_component(f"{branch}_scores", DocumentScoreNormalizer("min_max"))
-            pipeline.connect(f"{branch}.documents", f"{branch}_scores.documents")
-            pipeline.connect(f"{branch}_scores.documents", "joiner.documents")
+    add_fusion_joiner(pipeline, ["bm25", "dense"], fusion=fusion, weights=[bm25_weight, 1.0 - bm25_weight], top_k=top_k)
     if reader:
         if reader_kind == "extractive":
             from haystack_integrations.components.readers.transformers import TransformersExtractiveReader

@@ -81,7 +81,6 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
             "encoder_config": store.encoder_config,
             "documents": len(ids),
             "rows": int(row_doc.shape[0]),
-            "vectors": int(vectors.shape[0]),
             "checksums": {name: _sha256(version / name) for name in DATA_FILES},
         }
         (version / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")

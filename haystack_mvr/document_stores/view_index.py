@@ -79,11 +79,11 @@ class ViewIndex:
             self._vectors = vectors
             return
         complete = len(vectors) == len(row_doc)
-        tail = vectors[indexed:].copy() if complete else vectors  # a copy: a slice would keep every row alive
-        self._vectors = tail
         self.set_faiss_index(index)
         if self.keep_vectors:
-            self._vectors = vectors if complete else np.concatenate([self._reconstruct(0, indexed), tail])
+            self._vectors = vectors if complete else np.concatenate([self._reconstruct(0, indexed), vectors])
+        else:  # only the rows after the index's; a copy, since a slice would keep every row alive
+            self._vectors = vectors[indexed:].copy() if complete else vectors
 
     # Writes append to a pending list, joined into one array on the next read: writing N rows in B batches
     # copies O(N) bytes, not O(N * B).
@@ -169,16 +169,14 @@ class ViewIndex:
         vectors = self.vectors[keep]
         self._row_doc, self._row_view = self._row_doc[keep], self._row_view[keep]
         self._documents -= removed
+        self._vectors, self._indexed_rows = vectors, 0
         if not self.keep_vectors and self._index is not None and not self._index_is_fallback:
             # The only copy of the rows is the index: re-encode the survivors into an emptied copy of the
             # trained index instead of retraining on reconstructions.
             self._index = faiss.clone_index(self._index)
             self._index.reset()
-            self._indexed_rows = 0
-            self._vectors = vectors
-            return
-        self._vectors = vectors
-        self._index, self._indexed_rows, self._index_is_fallback = None, 0, False
+        else:
+            self._index, self._index_is_fallback = None, False
 
     def views_of(self, slot: int) -> np.ndarray:
         """The ``(views, d)`` rows of one document slot (empty when it has none)."""
@@ -195,8 +193,7 @@ class ViewIndex:
         extendable = self._index is not None and not self._index_is_fallback
         if extendable and (_is_flat(self._index) or not self.keep_vectors):
             # appending to a flat index is cheap; without kept vectors a trained index is extended, not retrained
-            self._index.add(self.rows(self._indexed_rows, self.ntotal))
-            _make_reconstructible(self._index)
+            self._index.add(self.rows(self._indexed_rows, self.ntotal))  # an IVF direct map is extended too
         else:
             self._index = self._build()
         self._indexed_rows = self.ntotal

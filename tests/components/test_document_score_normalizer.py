@@ -66,3 +66,22 @@ def test_to_dict_round_trip():
     data = DocumentScoreNormalizer("z_score").to_dict()
     assert data["init_parameters"] == {"method": "z_score"}
     assert DocumentScoreNormalizer.from_dict(data).method == "z_score"
+
+
+def test_add_fusion_joiner_wires_normalizers_only_for_convex_and_names_bad_fusions():
+    from haystack.components.retrievers import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from haystack_mvr.components.joiners import add_fusion_joiner
+
+    for fusion, expected in (("convex", {"a_scores", "b_scores"}), ("rrf", set())):
+        pipeline = Pipeline()
+        for name in ("a", "b"):
+            pipeline.add_component(name, InMemoryBM25Retriever(document_store=InMemoryDocumentStore()))
+        add_fusion_joiner(pipeline, ["a", "b"], fusion=fusion, weights=[0.3, 0.7], top_k=3)
+        assert set(pipeline.graph.nodes) == {"a", "b", "joiner", *expected}
+        joiner = pipeline.get_component("joiner")
+        assert joiner.join_mode.value == ("merge" if fusion == "convex" else "reciprocal_rank_fusion")
+        assert joiner.weights == [0.3, 0.7] and joiner.top_k == 3
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        add_fusion_joiner(Pipeline(), ["a"], fusion="max")
