@@ -12,8 +12,14 @@ Haystack's ``Document`` has a single ``embedding``. A multi-view document carrie
 A document with only an ordinary ``embedding`` is a document with one view; a document with neither is
 stored but never returned by a vector search.
 
-Retrieved documents say which view matched in ``meta["mvr_matched_view"]`` (an ``int``) and, when that
-view is a snippet, ``meta["mvr_matched_span"]`` (``[start, end]``) and ``meta["mvr_matched_text"]``.
+Every retrieved document, from every store, carries the same keys (set by :func:`annotate_match`):
+
+- ``meta["mvr_matched_view"]``: the view (``int``) whose score is the document's ``score``;
+- ``meta["mvr_matched_scope"]``: ``"snippet"`` when that view is a snippet's, ``"document"`` when it covers the
+  whole document (the snippet mode's global view, an MVR viewer, a single vector);
+- ``meta["mvr_matched_span"]`` / ``meta["mvr_matched_text"]``: the best-scoring snippet's ``[start, end]`` and
+  text: the matched view itself for a snippet match, else the best snippet view, so a document matched as a
+  whole still shows its most relevant passage; ``None`` when the document has no snippet views.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ SPANS_KEY = "mvr_view_spans"
 MATCHED_VIEW_KEY = "mvr_matched_view"
 MATCHED_SPAN_KEY = "mvr_matched_span"
 MATCHED_TEXT_KEY = "mvr_matched_text"
+MATCHED_SCOPE_KEY = "mvr_matched_scope"
+MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_TEXT_KEY)
 
 Span = tuple[int, int] | None
 
@@ -104,3 +112,42 @@ def snippet_text(content: str | None, span: Span) -> str | None:
     if content is None or span is None:
         return None
     return content[span[0] : span[1]]
+
+
+def annotate_match(
+    document: Document,
+    views: np.ndarray,
+    query: np.ndarray,
+    *,
+    return_embedding: bool = False,
+) -> Document:
+    """
+    A copy of a retrieved ``document`` scored by its best view and annotated with the matched-view keys.
+
+    Shared by every store so that all backends score and annotate alike.
+
+    :param document: The stored document (its ``meta`` may hold ``mvr_view_spans``, never ``mvr_views``).
+    :param views: ``(k, d)`` views the store holds for it (a lossy index's reconstruction is fine).
+    :param query: ``(d,)`` query vector.
+    :param return_embedding: Put the views into ``meta["mvr_views"]`` and view 0 into ``embedding`` (when the
+        document has no ``embedding`` of its own); otherwise both are left out.
+    :returns: The copy with ``score = max_i <query, views_i>`` and the keys described in this module.
+    """
+    scores = np.asarray(views, dtype=np.float32) @ np.asarray(query, dtype=np.float32)
+    best = int(np.argmax(scores))
+    meta = {k: v for k, v in document.meta.items() if k != VIEWS_KEY}
+    spans = meta.get(SPANS_KEY)
+    snippet_views = [i for i, s in enumerate(spans or []) if s is not None and i < len(scores)]
+    best_snippet = max(snippet_views, key=lambda i: scores[i]) if snippet_views else None
+    if best_snippet is not None and scores[best_snippet] >= scores[best]:
+        best = best_snippet  # a tie between a snippet and the whole document is reported as the snippet
+    span = None if best_snippet is None else [int(spans[best_snippet][0]), int(spans[best_snippet][1])]
+    meta[MATCHED_VIEW_KEY] = best
+    meta[MATCHED_SCOPE_KEY] = "snippet" if best == best_snippet else "document"
+    meta[MATCHED_SPAN_KEY] = span
+    meta[MATCHED_TEXT_KEY] = snippet_text(document.content, None if span is None else (span[0], span[1]))
+    embedding = None
+    if return_embedding:
+        meta[VIEWS_KEY] = np.asarray(views, dtype=np.float32).tolist()
+        embedding = document.embedding if document.embedding is not None else meta[VIEWS_KEY][0]
+    return dataclasses.replace(document, meta=meta, score=float(scores[best]), embedding=embedding)

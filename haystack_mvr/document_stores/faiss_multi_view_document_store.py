@@ -17,15 +17,7 @@ from haystack.utils.filters import document_matches_filter
 
 from haystack_mvr.document_stores import metadata_queries, persistence
 from haystack_mvr.document_stores.view_index import ViewIndex, collapse_to_documents
-from haystack_mvr.views import (
-    MATCHED_SPAN_KEY,
-    MATCHED_TEXT_KEY,
-    MATCHED_VIEW_KEY,
-    SPANS_KEY,
-    VIEWS_KEY,
-    extract_views,
-    snippet_text,
-)
+from haystack_mvr.views import SPANS_KEY, VIEWS_KEY, annotate_match, extract_views
 
 
 class FaissMultiViewDocumentStore:
@@ -296,7 +288,26 @@ class FaissMultiViewDocumentStore:
     ) -> list[Document]:
         return await asyncio.to_thread(self.search, query_embedding, top_k, filters, return_embedding)
 
+    async def search_batch_async(
+        self,
+        query_embeddings: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        return await asyncio.to_thread(self.search_batch, query_embeddings, top_k, filters, return_embedding)
+
     # -------------------------------------------------------------------------------------------- search
+    def search_batch(
+        self,
+        query_embeddings: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        """:meth:`search` for each of ``(n, d)`` query embeddings, sharing ``filters``."""
+        return [self.search(q, top_k, filters, return_embedding) for q in query_embeddings]
+
     def search(
         self,
         query_embedding: Any,
@@ -343,27 +354,15 @@ class FaissMultiViewDocumentStore:
                     break
                 k = min(searchable, 2 * k)
             return [
-                self._result(int(s), float(sc), int(views.row_view[r]), return_embedding)
-                for s, sc, r in zip(slots[:top_k], doc_scores[:top_k], best_rows[:top_k], strict=True)
+                self._result(int(s), query, return_embedding) for s in slots[:top_k]
             ]
 
-    def _result(self, slot: int, score: float, view: int, return_embedding: bool) -> Document:
+    def _result(self, slot: int, query: np.ndarray, return_embedding: bool) -> Document:
         doc_id = self._slot_ids[slot]
-        assert doc_id is not None
-        doc = self._documents[doc_id]
-        meta = dict(doc.meta)
-        meta[MATCHED_VIEW_KEY] = view
-        spans = doc.meta.get(SPANS_KEY)
-        span = spans[view] if spans is not None and view < len(spans) else None
-        if span is not None:
-            meta[MATCHED_SPAN_KEY] = list(span)
-            meta[MATCHED_TEXT_KEY] = snippet_text(doc.content, span)
-        embedding = None
-        if return_embedding:
-            assert self._views is not None
-            meta[VIEWS_KEY] = self._views.views_of(slot).tolist()
-            embedding = doc.embedding if doc.embedding is not None else meta[VIEWS_KEY][0]
-        return dataclasses.replace(doc, meta=meta, score=score, embedding=embedding)
+        assert doc_id is not None and self._views is not None
+        return annotate_match(
+            self._documents[doc_id], self._views.views_of(slot), query, return_embedding=return_embedding
+        )
 
     def _with_embedding(self, doc: Document) -> Document:
         """A copy of a stored document; an ``embedding`` left out because it equals view 0 is put back."""

@@ -1,29 +1,32 @@
-"""Haystack retriever over a FaissMultiViewDocumentStore: documents ranked by their best view."""
+"""Haystack retriever over any multi-view document store: documents ranked by their best view."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.core.serialization import import_class_by_name
 from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.types import MultiViewDocumentStore
 
 
 @component
 class MultiViewRetriever:
     """
-    Retrieves unique documents by max-over-views inner product from a ``FaissMultiViewDocumentStore``.
+    Retrieves unique documents by max-over-views inner product from any ``MultiViewDocumentStore``.
 
-    Connect a ``MultiViewTextEmbedder``'s ``embedding`` to ``query_embedding``. Each returned document carries
-    ``score`` (its best view's score), ``meta["mvr_matched_view"]`` and, for snippet views,
-    ``meta["mvr_matched_span"]`` and ``meta["mvr_matched_text"]``.
+    Works on ``FaissMultiViewDocumentStore`` and ``QdrantMultiViewDocumentStore`` alike. Connect a
+    ``MultiViewTextEmbedder``'s ``embedding`` to ``query_embedding``. Each returned document carries ``score``
+    (its best view's score) and the matched-view keys of ``haystack_mvr.views`` (``mvr_matched_view``,
+    ``mvr_matched_scope``, ``mvr_matched_span``, ``mvr_matched_text``). :meth:`run_batch` answers many query
+    embeddings in one store call.
     """
 
     def __init__(
         self,
-        document_store: FaissMultiViewDocumentStore,
+        document_store: MultiViewDocumentStore,
         filters: dict[str, Any] | None = None,
         top_k: int = 10,
         filter_policy: FilterPolicy | str = FilterPolicy.REPLACE,
@@ -38,8 +41,11 @@ class MultiViewRetriever:
         :param filter_policy: How runtime ``filters`` combine with the default ones (``replace`` or ``merge``).
         :param return_embedding: Return each document's views in ``meta["mvr_views"]`` (bulky; off by default).
         """
-        if not isinstance(document_store, FaissMultiViewDocumentStore):
-            msg = "document_store must be an instance of FaissMultiViewDocumentStore."
+        if not isinstance(document_store, MultiViewDocumentStore):
+            msg = (
+                "document_store must be a multi-view document store (FaissMultiViewDocumentStore, "
+                f"QdrantMultiViewDocumentStore, ...), got {type(document_store).__name__}."
+            )
             raise ValueError(msg)
         if not isinstance(top_k, int) or top_k < 1:
             msg = f"top_k must be a positive integer, got {top_k!r}."
@@ -65,7 +71,8 @@ class MultiViewRetriever:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewRetriever:
         params = data["init_parameters"]
-        params["document_store"] = FaissMultiViewDocumentStore.from_dict(params["document_store"])
+        store = params["document_store"]
+        params["document_store"] = import_class_by_name(store["type"]).from_dict(store)  # type: ignore[attr-defined]
         if "filter_policy" in params:
             params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
         return default_from_dict(cls, data)
@@ -99,6 +106,29 @@ class MultiViewRetriever:
         return {
             "documents": await self.document_store.search_async(
                 query_embedding,
+                top_k=top_k or self.top_k,
+                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
+                return_embedding=self.return_embedding,
+            )
+        }
+
+    def run_batch(
+        self,
+        query_embeddings: list[list[float]],
+        filters: dict[str, Any] | None = None,
+        top_k: int | None = None,
+    ) -> dict[str, list[list[Document]]]:
+        """
+        Retrieve documents for many queries in one store call (``search_batch``): much faster than one call each.
+
+        :param query_embeddings: ``(n, d)`` query vectors.
+        :param filters: Runtime filters shared by all queries, combined with the defaults by ``filter_policy``.
+        :param top_k: How many documents per query (default: the init ``top_k``).
+        :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
+        """
+        return {
+            "documents": self.document_store.search_batch(
+                query_embeddings,
                 top_k=top_k or self.top_k,
                 filters=apply_filter_policy(self.filter_policy, self.filters, filters),
                 return_embedding=self.return_embedding,

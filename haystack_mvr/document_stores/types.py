@@ -1,0 +1,71 @@
+"""The multi-view store contract: what ``MultiViewRetriever`` needs from any backend (FAISS, Qdrant, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from haystack import Document
+from haystack.document_stores.types import DocumentStore
+
+
+@runtime_checkable
+class MultiViewDocumentStore(DocumentStore, Protocol):
+    """
+    Haystack's ``DocumentStore`` protocol (and its ``*_async`` methods) plus max-over-views search.
+
+    Documents arrive carrying their views as ``haystack_mvr.views`` describes. Every search method returns
+    unique documents, best first, each scored by its best view, ``score = max_i <q, v_i>`` over the views the
+    store holds (their reconstruction, for a lossy index), and annotated by ``haystack_mvr.views.annotate_match``
+    (matched view, its scope, the best snippet's span and text). Exactly ``min(top_k, matching documents with
+    vectors)`` documents are returned. Returned documents are copies: changing them never changes the store.
+    ``haystack_mvr.testing`` holds the contract suite every backend runs.
+    """
+
+    def search(
+        self,
+        query_embedding: Sequence[float],
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """
+        The ``top_k`` documents whose best view scores highest against ``query_embedding`` ``(d,)``.
+
+        :param filters: Haystack metadata filters; only matching documents are ranked.
+        :param return_embedding: Also return each document's views in ``meta["mvr_views"]`` and ``embedding``.
+        """
+        ...
+
+    def search_batch(
+        self,
+        query_embeddings: Sequence[Sequence[float]],
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        """:meth:`search` for many queries ``(n, d)`` at once, sharing one ``filters``; one list per query."""
+        ...
+
+    async def search_async(
+        self,
+        query_embedding: Sequence[float],
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """Asynchronous :meth:`search`."""
+        ...
+
+    async def search_batch_async(
+        self,
+        query_embeddings: Sequence[Sequence[float]],
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        """Asynchronous :meth:`search_batch`."""
+        ...
+
+
+__all__ = ["MultiViewDocumentStore"]
