@@ -349,7 +349,7 @@ class FaissMultiViewDocumentStore:
             k = min(searchable, max(2 * top_k * max(1, views.ntotal // max(available, 1)), 16))
             while True:
                 scores, rows = views.search(query, k, allowed_rows)
-                slots, doc_scores, best_rows = collapse_to_documents(scores, rows, views.row_doc)
+                slots, _, _ = collapse_to_documents(scores, rows, views.row_doc)
                 if len(slots) >= want or k >= searchable:
                     break
                 k = min(searchable, 2 * k)
