@@ -8,6 +8,9 @@ Haystack's ``Document`` has a single ``embedding``. A multi-view document carrie
   or ``None`` for a view that is not tied to a snippet (MVR viewers, the snippet-pooled global view).
   The store keeps it, so the retriever can say which snippet matched.
 - ``embedding``: the first view, so the same document still works in any single-vector store.
+- ``meta["mvr_encoder"]`` (optional): a JSON-able dict naming the encoder that produced the views (set by the
+  document embedder). A store takes it off on write, records it once as its ``encoder_config`` and refuses
+  documents from another encoder; a query embedding from another encoder is caught the same way.
 
 A document with only an ordinary ``embedding`` is a document with one view; a document with neither is
 stored but never returned by a vector search.
@@ -37,6 +40,7 @@ MATCHED_VIEW_KEY = "mvr_matched_view"
 MATCHED_SPAN_KEY = "mvr_matched_span"
 MATCHED_TEXT_KEY = "mvr_matched_text"
 MATCHED_SCOPE_KEY = "mvr_matched_scope"
+ENCODER_KEY = "mvr_encoder"
 MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_TEXT_KEY)
 
 Span = tuple[int, int] | None

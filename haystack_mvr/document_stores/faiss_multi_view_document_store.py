@@ -353,9 +353,7 @@ class FaissMultiViewDocumentStore:
                 if len(slots) >= want or k >= searchable:
                     break
                 k = min(searchable, 2 * k)
-            return [
-                self._result(int(s), query, return_embedding) for s in slots[:top_k]
-            ]
+            return [self._result(int(s), query, return_embedding) for s in slots[:top_k]]
 
     def _result(self, slot: int, query: np.ndarray, return_embedding: bool) -> Document:
         doc_id = self._slot_ids[slot]
