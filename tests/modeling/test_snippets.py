@@ -55,20 +55,24 @@ def test_view_for_offset():
     assert view_for_offset(spans, 25) is None
 
 
-def test_sentence_splitting_without_punkt_data_logs_once(monkeypatch, caplog):
+def test_sentence_splitting_without_trained_punkt_logs_once(monkeypatch, caplog):
     import nltk.tokenize.punkt as punkt
 
     def missing(*args, **kwargs):
         raise LookupError("punkt_tab not found")
 
     monkeypatch.setattr(punkt, "PunktTokenizer", missing)
-    sentence_splitting._punkt.cache_clear()
+    monkeypatch.setitem(sentence_splitting._LOADERS, sentence_splitting.PUNKT_ENGLISH, lambda: None)
+    monkeypatch.delenv(sentence_splitting.ENV_VAR, raising=False)
+    sentence_splitting._splitter.cache_clear()
     try:
         with caplog.at_level(logging.WARNING):
             first = sentence_splitting.sentence_spans("One sentence. Another one here.")
             sentence_splitting.sentence_spans("Third. Fourth.")
         assert first == [(0, 13), (14, 31)]
+        assert sentence_splitting.splitter_name() == sentence_splitting.UNTRAINED
         messages = [r.getMessage() for r in caplog.records if "Punkt" in r.getMessage()]
         assert len(messages) == 1
+        assert "haystack-mvr[punkt]" in messages[0] and "download" not in messages[0].replace("no download", "")
     finally:
-        sentence_splitting._punkt.cache_clear()
+        sentence_splitting._splitter.cache_clear()
