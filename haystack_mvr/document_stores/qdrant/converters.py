@@ -1,0 +1,136 @@
+"""Haystack ``Document`` <-> Qdrant point: one point per document, its views in one multivector.
+
+A point holds:
+
+- id: ``uuid5(POINT_NAMESPACE, document.id)`` (Qdrant ids are integers or UUIDs; the same document id always
+  gives the same point, so a write of an existing document replaces its point);
+- vectors: ``VIEWS_VECTOR``, the ``(k, d)`` views (compared with ``MAX_SIM``: ``max_i <q, v_i>`` for a one-row
+  query), and, when the collection has it, ``GLOBAL_VECTOR``: view 0 as a plain dense vector (for prefetch);
+  a document without vectors has neither;
+- payload: the document without its views (``id``, ``content``, ``blob``, ``meta``, ``sparse_embedding``), the
+  snippet spans kept in ``meta["mvr_view_spans"]``, ``embedding`` only when the document's own differs from
+  view 0, and ``SEQ_KEY``, the write order (documents are listed in the order they were written).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from haystack import Document
+from qdrant_client.http import models
+
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, extract_views
+
+POINT_NAMESPACE = uuid.UUID("6f0f5b1e-7c1d-5a53-9a8e-3c2f1b9d4e71")
+VIEWS_VECTOR = "mvr_views"
+GLOBAL_VECTOR = "mvr_global"
+SEQ_KEY = "_mvr_seq"
+#: Qdrant refuses a multivector with more numbers than this (views x dimension).
+MAX_MULTIVECTOR_FLOATS = 1_048_576
+
+
+def point_id(document_id: str) -> str:
+    """The point id of a document id: a UUID5, identical on every machine and every run."""
+    return str(uuid.uuid5(POINT_NAMESPACE, document_id))
+
+
+@dataclass(frozen=True)
+class PreparedDocument:
+    """A document split for storage: what goes to the payload, its views, and the encoder it names."""
+
+    document: Document
+    views: np.ndarray | None
+    encoder: dict[str, Any] | None
+
+
+def prepare(document: Document) -> PreparedDocument:
+    """
+    Split ``document`` into its stored form, views ``(k, d)`` and ``meta["mvr_encoder"]``; the input is unchanged.
+
+    :raises ValueError: for ragged, empty, non-finite views, mis-sized spans, a view matrix larger than Qdrant
+        takes, or an ``mvr_encoder`` that is not a dict.
+    """
+    views, spans, meta = extract_views(document)
+    encoder = meta.pop(ENCODER_KEY, None)
+    if encoder is not None and not isinstance(encoder, dict):
+        msg = f"Document {document.id!r}: meta['{ENCODER_KEY}'] must be a dict, got {type(encoder).__name__}."
+        raise ValueError(msg)
+    if views is not None and views.size > MAX_MULTIVECTOR_FLOATS:
+        k, d = views.shape
+        msg = (
+            f"Document {document.id!r} has {k} views of dimension {d} ({views.size:,} numbers); Qdrant takes at most "
+            f"{MAX_MULTIVECTOR_FLOATS:,} numbers per multivector ({MAX_MULTIVECTOR_FLOATS // d:,} views at d={d}). "
+            "Split the document or use fewer views."
+        )
+        raise ValueError(msg)
+    if spans is not None:
+        meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
+    embedding = document.embedding
+    if views is not None and (embedding is None or list(embedding) == views[0].tolist()):
+        embedding = None  # read back from view 0
+    stored = dataclasses.replace(document, meta=meta, embedding=embedding, score=None)
+    return PreparedDocument(stored, views, encoder)
+
+
+def to_point(prepared: PreparedDocument, seq: int, global_view: bool) -> models.PointStruct:
+    """The point of a prepared document, written ``seq``-th."""
+    payload = prepared.document.to_dict(flatten=False)
+    payload.pop("score", None)
+    if payload.get("embedding") is None:
+        payload.pop("embedding", None)
+    payload[SEQ_KEY] = seq
+    vector: dict[str, Any] = {}
+    if prepared.views is not None:
+        vector[VIEWS_VECTOR] = prepared.views.tolist()
+        if global_view:
+            vector[GLOBAL_VECTOR] = prepared.views[0].tolist()
+    return models.PointStruct(id=point_id(prepared.document.id), vector=vector, payload=payload)
+
+
+def to_document(payload: dict[str, Any], first_view: list[float] | None = None) -> Document:
+    """
+    The stored document of a point's payload (a new object).
+
+    :param first_view: View 0, put back as ``embedding`` when the document has none of its own.
+    """
+    data = {k: v for k, v in payload.items() if k != SEQ_KEY}
+    if data.get("embedding") is None and first_view is not None:
+        data["embedding"] = [float(x) for x in first_view]
+    return Document.from_dict(data)
+
+
+def views_of(vector: Any) -> np.ndarray | None:
+    """The ``(k, d)`` views of a returned point's vectors, or ``None`` when it has none."""
+    if not isinstance(vector, dict) or vector.get(VIEWS_VECTOR) is None:
+        return None
+    return np.asarray(vector[VIEWS_VECTOR], dtype=np.float32)
+
+
+def first_view(vector: Any) -> list[float] | None:
+    """View 0 of a returned point (from the global vector or the multivector), or ``None``."""
+    if not isinstance(vector, dict):
+        return None
+    if vector.get(GLOBAL_VECTOR) is not None:
+        return list(vector[GLOBAL_VECTOR])
+    views = vector.get(VIEWS_VECTOR)
+    return list(views[0]) if views else None
+
+
+__all__ = [
+    "GLOBAL_VECTOR",
+    "MAX_MULTIVECTOR_FLOATS",
+    "POINT_NAMESPACE",
+    "SEQ_KEY",
+    "VIEWS_VECTOR",
+    "PreparedDocument",
+    "first_view",
+    "point_id",
+    "prepare",
+    "to_document",
+    "to_point",
+    "views_of",
+]
