@@ -6,7 +6,8 @@
     python benchmarks/quality.py --tier squad-mv+20k --systems single-vector,snippet,checkpoints --checkpoint ...
     python benchmarks/quality.py --tier squad-mv+20k --systems bm25,hybrid --checkpoint mvr=runs/mvr --update
 
-Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png. Questions: the dev split by article of
+Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png (benchmarks/plots.py redraws the plots alone).
+Needs the benchmark extra: pip install "haystack-mvr[benchmarks]". Questions: the dev split by article of
 squad-mv (haystack_mvr.datasets.DEV_ARTICLES), or any file in its train.jsonl format (--questions).
 """
 
@@ -354,23 +355,10 @@ def machine_label() -> str:
 
 
 def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:
-    import matplotlib
+    """The tier's chart, drawn like the committed ones (benchmarks/plots.py: short labels, zoomed axis)."""
+    from plots import plot_tier
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ks = ["gold_R@1", "gold_R@5", "gold_R@20"]
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    width = 0.8 / len(results)
-    for i, (name, metrics) in enumerate(results.items()):
-        ax.bar([j + i * width for j in range(len(ks))], [100 * metrics[k] for k in ks], width, label=name[:60])
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ks))], ks)
-    ax.set_ylabel("gold top-k accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title(f"{tier}: retrieval quality on the dev split")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    plot_tier(results, path, f"{tier}: retrieval quality on the dev split")
 
 
 if __name__ == "__main__":

@@ -644,7 +644,11 @@ def summary_lines(results: dict, args) -> list[str]:
 
 
 def plot(results: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the measurements are already written; only the picture needs matplotlib
+        print(f'matplotlib is not installed: skipped {path.name} (pip install "haystack-mvr[benchmarks]")')
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
