@@ -225,6 +225,7 @@ class QdrantMultiViewDocumentStore:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> QdrantMultiViewDocumentStore:
+        data = {**data, "init_parameters": dict(data.get("init_parameters", {}))}  # the caller's dict is unchanged
         deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
         return default_from_dict(cls, data)
 
