@@ -178,7 +178,7 @@ class QdrantMultiViewDocumentStore:
         self.api_key = api_key
         self.index = index
         self.embedding_dim = embedding_dim
-        self.encoder_config = encoder_config
+        self._encoder_config = encoder_config
         self.global_view = global_view
         self.on_disk = on_disk
         self.shard_number = shard_number
@@ -209,7 +209,7 @@ class QdrantMultiViewDocumentStore:
             api_key=self.api_key.to_dict() if self.api_key is not None else None,
             index=self.index,
             embedding_dim=self.embedding_dim,
-            encoder_config=self.encoder_config,
+            encoder_config=self._encoder_config,
             global_view=self.global_view,
             on_disk=self.on_disk,
             shard_number=self.shard_number,
@@ -228,6 +228,14 @@ class QdrantMultiViewDocumentStore:
         data = {**data, "init_parameters": dict(data.get("init_parameters", {}))}  # the caller's dict is unchanged
         deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
         return default_from_dict(cls, data)
+
+    @property
+    def encoder_config(self) -> dict[str, Any] | None:
+        """The encoder config the stored views come from: the collection's record (read on first access), else
+        the one given to the constructor."""
+        with self._lock:
+            self._describe()
+        return self._encoder_config
 
     # ---------------------------------------------------------------------------------------- connection
     @property
@@ -287,6 +295,8 @@ class QdrantMultiViewDocumentStore:
             return None
         info = client.get_collection(self.index)
         self._collection = _Collection.read(info, self)
+        if self._collection.encoder_config is not None:
+            self._encoder_config = self._collection.encoder_config
         return self._collection
 
     def _create(self, dim: int | None, encoder: dict[str, Any] | None) -> _Collection:
@@ -339,6 +349,7 @@ class QdrantMultiViewDocumentStore:
     def _record_encoder(self, encoder: dict[str, Any]) -> None:
         self.client.update_collection(self.index, metadata={METADATA_KEY: {"format": 1, "encoder_config": encoder}})
         self._collection = None
+        self._encoder_config = encoder
 
     # ------------------------------------------------------------------------------------------ protocol
     def count_documents(self) -> int:
@@ -701,7 +712,7 @@ class QdrantMultiViewDocumentStore:
     def _batch_encoder(self, prepared: list[PreparedDocument], collection: _Collection | None) -> dict | None:
         """The one encoder config of the batch, checked against the store's; ``None`` when nothing names one."""
         known = collection.encoder_config if collection is not None else None
-        known = known if known is not None else self.encoder_config
+        known = known if known is not None else self._encoder_config
         for p in prepared:
             if p.encoder is None:
                 continue
@@ -805,7 +816,7 @@ class _Collection:
             raise DocumentStoreError(msg)
         record = ((getattr(info.config, "metadata", None) or {}).get(METADATA_KEY)) or {}
         recorded = record.get("encoder_config")
-        configured = store.encoder_config
+        configured = store._encoder_config
         if recorded is not None and configured is not None and _canonical(recorded) != _canonical(configured):
             msg = (
                 f"{where} holds views from encoder {recorded}, but this store was given encoder_config="
