@@ -13,6 +13,11 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     parser.add_argument("--corpus", type=Path, required=True, help="Corpus JSONL: id, title, text per line.")
     parser.add_argument("--questions", type=Path, required=True, help="Questions in squad-mv train.jsonl format.")
     parser.add_argument("--dev-split", action="store_true", help="Keep only the squad-mv dev articles' questions.")
+    parser.add_argument("--limit", type=_positive, default=None, help="Evaluate only the first N questions.")
+    parser.add_argument(
+        "--top-k", type=_positive, default=100, help="Documents retrieved per question (metrics @k up to this)."
+    )
+    parser.add_argument("--label", default=None, help="The system's name in the table (default: the model's name).")
     parser.add_argument("--index-factory", default="Flat", help="FAISS index_factory string.")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output", type=Path, default=None, help="Write the metrics as JSON here.")
@@ -27,6 +32,36 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     return parser
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        msg = f"must be at least 1, got {number}"
+        raise argparse.ArgumentTypeError(msg)
+    return number
+
+
+def model_label(model: str) -> str:
+    """A short name for a model path or hub id: the folder's name (with its parent's when that is generic)."""
+    path = Path(model)
+    if not path.exists():
+        return model  # a hub id is already short
+    path = path.resolve()
+    if path.name in ("model", "final", "checkpoint", "best") and path.parent.name:
+        return f"{path.parent.name}/{path.name}"
+    return path.name
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """One line per everyday mistake, before any model is loaded."""
+    from haystack_mvr.cli.main import CommandError
+
+    for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
+        if not path.is_file():
+            hint = " (the shared data sits beside the clone: ../shared/data/squad-mv/)" if "shared" in str(path) else ""
+            msg = f"{flag} {path}: no such file{hint}."
+            raise CommandError(msg)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from haystack import Document, Pipeline
     from haystack.components.writers import DocumentWriter
@@ -37,10 +72,18 @@ def run_eval(args: argparse.Namespace) -> int:
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
     from haystack_mvr.evaluation.report import markdown_table
+    from haystack_mvr.evaluation.retrieval_metrics import DEFAULT_KS
 
+    check_inputs(args)
     questions = load_questions(args.questions)
     if args.dev_split:
         questions = split_by_article(questions)[1]
+    questions = questions[: args.limit]
+    if not questions:
+        from haystack_mvr.cli.main import CommandError
+
+        msg = f"no questions to evaluate in {args.questions}" + (" after --dev-split" if args.dev_split else "")
+        raise CommandError(msg)
     documents = [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in load_corpus(args.corpus)]
     store = FaissMultiViewDocumentStore(index_factory=args.index_factory)
     indexing = Pipeline()
@@ -54,13 +97,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
     querying = Pipeline()
     querying.add_component("embedder", MultiViewTextEmbedder(model=args.model))
-    querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=100))
+    querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
     querying.connect("embedder.embedding", "retriever.query_embedding")
     ranked = run_query_pipeline(
         querying, questions, inputs=lambda q: {"embedder": {"text": q}}, output_component="retriever", progress_bar=True
     )
-    metrics: dict = evaluate_ranking(ranked)
-    print(markdown_table({str(args.model): metrics}))
+    metrics: dict = evaluate_ranking(ranked, ks=[k for k in DEFAULT_KS if k <= args.top_k] or [args.top_k])
+    print(f"{len(questions)} questions, {len(documents)} documents, top {args.top_k}")
+    print(markdown_table({args.label or model_label(args.model): metrics}))
     if args.diagnostics:
         metrics["diagnostics"] = _diagnostics(args, embedded["embedder"]["documents"], querying, questions, ranked)
         print(json.dumps({k: v for k, v in metrics["diagnostics"].items() if k != "viewer_attention_kl"}, indent=2))

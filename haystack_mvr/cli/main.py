@@ -1,29 +1,78 @@
-"""``haystack-mvr``: train multi-view encoders and evaluate retrieval through Haystack pipelines."""
+"""haystack-mvr: train multi-view encoders and evaluate retrieval through Haystack pipelines."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
+import os
 import sys
+from collections.abc import Sequence
+
+# name -> (module, function that registers the subcommand's parser, one-line help). Only the command being run
+# has its parser built (and its module imported), so `haystack-mvr --help` imports neither torch nor haystack.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "train": ("haystack_mvr.cli.train", "add_train_parser", "Train an MVR / CAMVR / DPR (num_views=1) encoder."),
+    "mine-negatives": (
+        "haystack_mvr.cli.train",
+        "add_mine_parser",
+        "Mine hard negatives with a trained checkpoint (for --negatives-file).",
+    ),
+    "eval": ("haystack_mvr.cli.evaluate", "add_eval_parser", "Evaluate a model on a corpus and questions."),
+}
+# Loggers that only ever say that a network call failed or is retried (Haystack's telemetry client, offline).
+NOISY_LOGGERS = ("posthog", "backoff", "urllib3.connectionpool")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CommandError(Exception):
+    """An everyday mistake (a missing file, a bad option) the CLI reports as one line, without a traceback."""
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``haystack-mvr`` parser; only ``command``'s subparser gets its full set of options."""
     parser = argparse.ArgumentParser(prog="haystack-mvr", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="Log at INFO level.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    from haystack_mvr.cli.evaluate import add_eval_parser
-    from haystack_mvr.cli.train import add_train_parser
-
-    add_train_parser(subparsers)
-    add_eval_parser(subparsers)
+    parser.add_argument("-v", "--verbose", action="store_true", help="Log at INFO level; show tracebacks.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    for name, (module, register, help_text) in COMMANDS.items():
+        if name == command:
+            getattr(importlib.import_module(module), register)(subparsers)
+        else:
+            subparsers.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def _quiet_environment() -> None:
+    """Before Haystack is imported: no telemetry from a command-line run unless asked for, no retry noise."""
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, FileNotFoundError) and error.filename:
+        return f"no such file or directory: {error.filename}"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    _quiet_environment()
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (CommandError, ValueError, OSError, ImportError) as e:
+        if args.verbose:
+            raise
+        print(f"haystack-mvr {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2 if isinstance(e, CommandError | FileNotFoundError) else 1
 
 
 if __name__ == "__main__":

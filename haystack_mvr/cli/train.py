@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 EPILOG = """\
 examples:
@@ -17,8 +18,8 @@ examples:
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``train`` (and ``mine-negatives``, its second-round companion) on the top-level subparsers."""
-    from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
+    """Register ``train`` on the top-level subparsers."""
+    from haystack_mvr.training.arguments import TrainingArguments
 
     parser = subparsers.add_parser(
         "train",
@@ -29,22 +30,44 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     )
     TrainingArguments.add_arguments(parser)
     parser.set_defaults(handler=run_train)
+    return parser
 
-    mine_parser = subparsers.add_parser(
+
+def add_mine_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``mine-negatives``, the second-round companion of ``train``."""
+    from haystack_mvr.training.arguments import MiningArguments
+
+    parser = subparsers.add_parser(
         "mine-negatives",
         help="Mine hard negatives with a trained checkpoint (for --negatives-file).",
         description="Encode the corpus with a checkpoint and keep each query's best-ranked passages that are "
         "neither its positive nor contain an answer.",
     )
-    MiningArguments.add_arguments(mine_parser)
-    mine_parser.set_defaults(handler=run_mine)
+    MiningArguments.add_arguments(parser)
+    parser.set_defaults(handler=run_mine)
     return parser
+
+
+def check_paths(arguments, names: tuple[str, ...]) -> None:
+    """One clear line for a path option that points nowhere, before any model is loaded."""
+    from haystack_mvr.cli.main import CommandError
+
+    for name in names:
+        value = getattr(arguments, name, None)
+        if value and not Path(value).exists():
+            flag = "--" + name.replace("_", "-")
+            msg = f"{flag} {value}: no such file or directory."
+            if name == "data_dir":
+                msg += " Point it at a squad-mv folder (e.g. ../shared/data/squad-mv), a DPR file or a BEIR folder."
+            raise CommandError(msg)
 
 
 def run_train(namespace: argparse.Namespace) -> int:
     from haystack_mvr.training import TrainingArguments, train
 
-    output = train(TrainingArguments.from_namespace(namespace))
+    arguments = TrainingArguments.from_namespace(namespace)
+    check_paths(arguments, ("data_dir", "negatives_file"))
+    output = train(arguments)
     print(f"Saved the trained encoder to {output}")
     return 0
 
@@ -52,6 +75,8 @@ def run_train(namespace: argparse.Namespace) -> int:
 def run_mine(namespace: argparse.Namespace) -> int:
     from haystack_mvr.training import MiningArguments, mine
 
-    output = mine(MiningArguments.from_namespace(namespace))
+    arguments = MiningArguments.from_namespace(namespace)
+    check_paths(arguments, ("data_dir",))
+    output = mine(arguments)
     print(f"Wrote mined negatives to {output}")
     return 0
