@@ -30,6 +30,11 @@ def packaged_minilm() -> str:
 
 def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
     """Documents from a JSONL file of ``{"id", "title", "text"}`` records (the squad-mv corpus format)."""
+    if not path.is_file():
+        shared = " (the shared data sits beside this clone, in ../shared/data/squad-mv/)"
+        where = shared if path == DEFAULT_CORPUS else ""
+        msg = f'No corpus at {path}{where}: pass --corpus your.jsonl, one {{"id", "title", "text"}} per line.'
+        raise SystemExit(msg)
     documents = []
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):

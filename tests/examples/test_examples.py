@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,82 @@ def test_a_prompt_builder_can_quote_the_matched_snippets(data_dir, tiny_backbone
     quoted = [d.meta.get("mvr_matched_text") or d.content for d in result["retriever"]["documents"]]
     assert all(f"- {text}\n" in prompt for text in quoted)
     assert prompt.endswith(f"Question: {question}")
+
+
+def test_quickstart_caches_its_index_and_shows_a_snippet_for_every_hit(tmp_path, data_dir, tiny_backbone, capsys):
+    import quickstart
+
+    argv = ["--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone), "--top-k", "4"]
+    argv += ["--index-dir", str(tmp_path / "index"), "--question", "Who wrote the river book?"]
+    quickstart.main(argv)
+    first = capsys.readouterr().out
+    assert "Indexed 4 documents" in first and "Saved the index" in first
+    assert "(global view)" not in first
+    hits = [line for line in first.splitlines() if line.strip().startswith(("matched snippet:", "whole paragraph"))]
+    assert len(hits) == 4  # every hit shows the text that matched, whole-document matches included
+
+    quickstart.main(argv)  # same corpus, model and splitter: loaded, not encoded again
+    second = capsys.readouterr().out
+    assert "Loaded 4 documents" in second and "Indexed" not in second
+    assert second.split("Q: ")[1] == first.split("Q: ")[1]
+
+    changed = data_dir / "corpus2.jsonl"
+    changed.write_text(json.dumps(CORPUS[0]) + "\n", encoding="utf-8")
+    quickstart.main([*argv[:1], str(changed), *argv[2:]])  # another corpus: encoded again
+    assert "Indexed 1 documents" in capsys.readouterr().out
+
+
+def test_quickstart_without_the_shared_corpus_is_one_line(tmp_path, tiny_backbone):
+    import quickstart
+
+    with pytest.raises(SystemExit) as exit_info:
+        quickstart.main(["--corpus", str(tmp_path / "missing.jsonl"), "--model", str(tiny_backbone)])
+    message = str(exit_info.value.code)
+    assert message.startswith(f"No corpus at {tmp_path / 'missing.jsonl'}") and "\n" not in message
+
+
+def test_rag_fid_without_an_index_is_one_line(tmp_path, tiny_backbone):
+    import rag_fid
+
+    with pytest.raises(SystemExit) as exit_info:
+        rag_fid.main(["--index-dir", str(tmp_path / "none"), "--model", str(tiny_backbone)])
+    assert "python examples/index_corpus.py --index-dir" in str(exit_info.value.code)
+    with pytest.raises(SystemExit) as exit_info:  # the committed YAML, pointed at a store that was never built
+        rag_fid.main(["--from-yaml", str(EXAMPLES / "pipelines" / "rag_fid.yaml"), "--index-dir", str(tmp_path / "x")])
+    assert str(exit_info.value.code).startswith(f"No index at {tmp_path / 'x'}")
+
+
+def test_train_and_plug_default_question_is_answerable_from_its_default_index():
+    """The default question's paragraph is among the first --index-limit paragraphs of the corpus."""
+    import train_and_plug
+    from common import DEFAULT_DATA, read_corpus
+
+    corpus = DEFAULT_DATA / "squad-mv" / "corpus.jsonl"
+    if not corpus.is_file():
+        pytest.skip("the shared squad-mv data is not beside this clone")
+    parser_defaults = {a.dest: a.default for a in train_and_plug.build_parser()._actions}
+    question, limit = parser_defaults["question"], parser_defaults["index_limit"]
+    titles = {d.meta["title"] for d in read_corpus(corpus, limit)}
+    questions = [json.loads(line) for line in (DEFAULT_DATA / "squad-mv" / "train.jsonl").open(encoding="utf-8")]
+    asked = [q for q in questions if q["question"] == question]
+    assert asked and asked[0]["title"] in titles
+
+
+@pytest.mark.parametrize("name", ["indexing.yaml", "rag_fid.yaml"])
+def test_committed_yaml_loads_in_a_fresh_process(name):
+    """Haystack 3 allowlists haystack_mvr once it is imported, or with allowed_modules; the YAML says so."""
+    import subprocess
+    import sys
+
+    path = EXAMPLES / "pipelines" / name
+    assert "allowed_modules" in path.read_text(encoding="utf-8").split("components:")[0]
+    probe = (
+        "import sys\nfrom haystack import Pipeline\ntext = open(sys.argv[1]).read()\n"
+        "try:\n    Pipeline.loads(text)\nexcept Exception as e:\n    print('refused:', 'allowed_modules' in str(e))\n"
+        "Pipeline.loads(text, allowed_modules=['haystack_mvr'])\nprint('loaded')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HAYSTACK_DESERIALIZATION_ALLOWLIST"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300, env=env, check=True
+    )
+    assert result.stdout.split() == ["refused:", "True", "loaded"]
