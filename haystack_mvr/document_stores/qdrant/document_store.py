@@ -266,6 +266,8 @@ class QdrantMultiViewDocumentStore:
         options: dict[str, Any] = {"timeout": self.timeout}
         if self.url is not None:
             options["url"] = self.url
+        elif self.path is not None:
+            options["path"] = self.path
         else:
             options["location"] = self.location
         if self.api_key is not None:
@@ -285,6 +287,12 @@ class QdrantMultiViewDocumentStore:
             self._collection = None
             self._lock = threading.RLock()
 
+    async def close_async(self) -> None:
+        """:meth:`close`, awaiting the ``AsyncQdrantClient``'s own close (server mode)."""
+        if self._async_client is not None:
+            await self._async_client.close()
+        self.close()
+
     # -------------------------------------------------------------------------------------- collection
     def _describe(self) -> _Collection | None:
         """The collection's layout, checked against this store's options; ``None`` while it does not exist."""
@@ -293,11 +301,27 @@ class QdrantMultiViewDocumentStore:
         client = self.client
         if not client.collection_exists(self.index):
             return None
-        info = client.get_collection(self.index)
+        return self._adopt(client.get_collection(self.index))
+
+    async def _describe_async(self) -> _Collection | None:
+        """:meth:`_describe` through the ``AsyncQdrantClient``."""
+        if self._collection is not None:
+            return self._collection
+        client = self._get_async_client()
+        if not await client.collection_exists(self.index):
+            return None
+        return self._adopt(await client.get_collection(self.index))
+
+    def _adopt(self, info: models.CollectionInfo) -> _Collection:
         self._collection = _Collection.read(info, self)
         if self._collection.encoder_config is not None:
             self._encoder_config = self._collection.encoder_config
         return self._collection
+
+    def _get_async_client(self) -> AsyncQdrantClient:
+        if self._async_client is None:
+            self._async_client = AsyncQdrantClient(**self._server_options())
+        return self._async_client
 
     def _create(self, dim: int | None, encoder: dict[str, Any] | None) -> _Collection:
         vectors: dict[str, models.VectorParams] = {}
@@ -325,10 +349,9 @@ class QdrantMultiViewDocumentStore:
             )
         try:
             self.client.create_collection(self.index, **options)
-        except Exception as e:  # another store created it meanwhile: use (and check) that one
+        except Exception:  # another store created it meanwhile: use (and check) that one
             if not self.client.collection_exists(self.index):
                 raise
-            del e
         self._collection = None
         described = self._describe()
         assert described is not None
@@ -571,14 +594,12 @@ class QdrantMultiViewDocumentStore:
             # (a second, asynchronous local client would be another, empty engine).
             return await asyncio.to_thread(self._search, query_embeddings, top_k, filters, return_embedding, single)
         queries, qfilter = self._search_inputs(query_embeddings, top_k, filters, single=single)
-        collection = await asyncio.to_thread(self._describe)
+        collection = await self._describe_async()
         if collection is None or collection.dim is None or not len(queries):
             return [[] for _ in queries]
         _check_query_dim(queries, collection.dim)
-        if self._async_client is None:
-            self._async_client = AsyncQdrantClient(**self._server_options())
         requests = [self._request(q, top_k, qfilter) for q in queries]
-        responses = await self._async_client.query_batch_points(self.index, requests=requests)
+        responses = await self._get_async_client().query_batch_points(self.index, requests=requests)
         return [_results(r.points, q, return_embedding) for r, q in zip(responses, queries, strict=True)]
 
     def _request(self, query: np.ndarray, top_k: int, qfilter: models.Filter | None) -> models.QueryRequest:

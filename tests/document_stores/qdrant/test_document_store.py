@@ -355,3 +355,28 @@ def test_init_rejects_bad_options(kwargs, message):
 def test_point_ids_are_deterministic():
     assert converters.point_id("doc-1") == converters.point_id("doc-1") != converters.point_id("doc-2")
     assert converters.point_id("doc-1") == "80a7ebca-8789-532e-9b05-7f73793e7b90"
+
+
+def test_async_client_path_used_for_servers(tmp_path, monkeypatch):
+    """Away from local mode, async search goes through ``AsyncQdrantClient`` (here over a local folder)."""
+    path = str(tmp_path / "q")
+    rng = np.random.default_rng(7)
+    docs = random_docs(20, 4, rng)
+    writer = QdrantMultiViewDocumentStore(path=path)
+    writer.write_documents(docs)
+    query = rng.normal(size=4).astype(np.float32)
+    expected = [(d.id, d.score) for d in writer.search(query, top_k=5)]
+    writer.close()  # the folder is free for the asynchronous client
+    monkeypatch.setattr(QdrantMultiViewDocumentStore, "is_local", property(lambda self: False))
+    store = QdrantMultiViewDocumentStore(path=path)
+
+    async def run():
+        single = await store.search_async(query, top_k=5)
+        batch = await store.search_batch_async([query, -query], top_k=5)
+        await store.close_async()
+        return single, batch
+
+    single, batch = asyncio.run(run())
+    assert store._client is None  # the synchronous client was never opened
+    assert [(d.id, d.score) for d in single] == expected == [(d.id, d.score) for d in batch[0]]
+    assert [d.id for d in batch[1]] == [e[1] for e in brute_force(docs, -query)[:5]]
