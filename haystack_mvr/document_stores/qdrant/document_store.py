@@ -446,8 +446,8 @@ class QdrantMultiViewDocumentStore:
         """
         Delete every document.
 
-        :param recreate_index: Drop the collection itself (its encoder record too); the next write creates it
-            again. Otherwise the collection and its settings stay.
+        :param recreate_index: Drop the collection itself; the next write creates it again with this store's
+            options (and its encoder config). Otherwise the points are deleted and the collection stays.
         """
         with self._lock:
             if self._describe() is None:

@@ -380,3 +380,17 @@ def test_async_client_path_used_for_servers(tmp_path, monkeypatch):
     assert store._client is None  # the synchronous client was never opened
     assert [(d.id, d.score) for d in single] == expected == [(d.id, d.score) for d in batch[0]]
     assert [d.id for d in batch[1]] == [e[1] for e in brute_force(docs, -query)[:5]]
+
+
+def test_package_imports_without_qdrant_client():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['qdrant_client'] = None\n"
+        "import haystack_mvr.document_stores as ds\n"
+        "assert ds.FaissMultiViewDocumentStore\n"
+        "try:\n    ds.QdrantMultiViewDocumentStore\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 'pip install "haystack-mvr[qdrant]"' in out
