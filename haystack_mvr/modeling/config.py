@@ -15,6 +15,7 @@ FORMAT_VERSION = 1
 
 Mode = Literal["mvr", "camvr", "snippet"]
 MODES: tuple[str, ...] = ("mvr", "camvr", "snippet")
+POOLINGS: tuple[str, ...] = ("mean", "cls", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
 
 
 @dataclass
@@ -40,6 +41,10 @@ class MultiViewConfig:
         ``modeling/sentence_splitting.py``). Set from this process on creation and load, so a saved checkpoint
         and a store's ``encoder_config`` say which splitter produced their snippets; a saved value that differs
         from this process's splitter is logged as a warning, since snippet boundaries (and results) change.
+    :param pooling: snippet mode: how the query vector and the global view pool the token states, the model's own
+        sentence-transformers pooling (``"mean"``, ``"cls"``, ``"lasttoken"``, ``"mean_sqrt_len_tokens"``,
+        ``"weightedmean"``), read from its ``modules.json``; snippet views are always the mean of their tokens. The
+        viewer modes pool at their viewer tokens and take only ``"mean"`` (the default, meaning unused).
     """
 
     mode: Mode = "mvr"
@@ -52,6 +57,7 @@ class MultiViewConfig:
     viewer_position: int = 0
     base_model: str = ""
     sentence_splitter: str = ""
+    pooling: str = "mean"
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -75,6 +81,12 @@ class MultiViewConfig:
             raise ValueError(msg)
         if self.query_max_length < 3:
             msg = f"query_max_length must be at least 3, got {self.query_max_length}."
+            raise ValueError(msg)
+        if self.pooling not in POOLINGS:
+            msg = f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}."
+            raise ValueError(msg)
+        if self.pooling != "mean" and self.mode != "snippet":
+            msg = f"pooling applies to mode 'snippet' only (mode {self.mode!r} pools at its viewer tokens)."
             raise ValueError(msg)
         if self.mode == "snippet" and not self.tied:
             msg = "Snippet mode is training-free and always uses one backbone: set tied=True."

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, EncoderInputs, InputBuilder, viewer_tokens
+from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_defaults
 from haystack_mvr.modeling.snippets import Span
 
 QUERY_SUBFOLDER = "query_encoder"
@@ -33,29 +33,25 @@ class EncodedDocument:
     spans: list[Span | None]
 
 
-def _load_backbone(name_or_path: str | Path) -> PreTrainedModel:
+def _load_backbone(name_or_path: str | Path, options: LoadOptions | None = None) -> PreTrainedModel:
     """Load a backbone without its pooler; the pooler weights it then skips are expected, so no load report."""
+    options = options or LoadOptions()
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
-        return AutoModel.from_pretrained(str(name_or_path), add_pooling_layer=False)
+        config = AutoConfig.from_pretrained(str(name_or_path), **options.hub(), **options.config_kwargs)
+        kwargs = {"add_pooling_layer": False, **options.model_kwargs}
+        try:
+            return AutoModel.from_pretrained(str(name_or_path), config=config, **options.hub(), **kwargs)
+        except TypeError:  # an architecture without a pooler argument
+            kwargs.pop("add_pooling_layer")
+            return AutoModel.from_pretrained(str(name_or_path), config=config, **options.hub(), **kwargs)
     finally:
         transformers_logging.set_verbosity(verbosity)
 
 
-def _sentence_transformers_defaults(path: Path) -> dict[str, Any]:
-    """Read a local sentence-transformers folder's max length and normalisation, if it is one."""
-    defaults: dict[str, Any] = {}
-    modules = path / "modules.json"
-    if modules.is_file():
-        types = [m.get("type", "") for m in json.loads(modules.read_text(encoding="utf-8"))]
-        defaults["normalize"] = any(t.endswith("Normalize") for t in types)
-    st_config = path / "sentence_bert_config.json"
-    if st_config.is_file():
-        max_len = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
-        if isinstance(max_len, int):
-            defaults["doc_max_length"] = max_len
-    return defaults
+def _load_tokenizer(name_or_path: str | Path, options: LoadOptions) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(str(name_or_path), **options.hub(), **options.tokenizer_kwargs)
 
 
 class MultiViewEncoder(nn.Module):
@@ -91,39 +87,51 @@ class MultiViewEncoder(nn.Module):
 
     # ----------------------------------------------------------------------------------------- loading
     @classmethod
-    def from_pretrained(cls, model_name_or_path: str | Path, **overrides: Any) -> MultiViewEncoder:
+    def from_pretrained(
+        cls, model_name_or_path: str | Path, *, load_options: LoadOptions | None = None, **overrides: Any
+    ) -> MultiViewEncoder:
         """
         Load a saved multi-view encoder, or build a new one around a backbone.
 
         :param model_name_or_path: A directory written by :meth:`save_pretrained`, or any Hugging Face
-            BERT-like model name or path.
+            BERT-like model name or path. A missing folder, or a hub id that is neither cached nor reachable,
+            raises :class:`~haystack_mvr.modeling.loading.ModelNotFoundError` at once (no download retries).
+        :param load_options: ``token``, ``revision``, ``local_files_only``, ``trust_remote_code`` and the
+            model/tokenizer/config kwargs, as sentence-transformers takes them.
         :param overrides: :class:`MultiViewConfig` fields for a new encoder. For a saved encoder they must
-            agree with the saved config (a conflicting option is an error, never silently ignored).
+            agree with the saved config (a conflicting option is an error, never silently ignored). A new snippet
+            encoder over a sentence-transformers model takes the model's own pooling, normalisation and max length
+            unless overridden.
         """
-        path = Path(model_name_or_path)
+        name, options = resolve_model(model_name_or_path, load_options)
+        path = Path(name)
         if (path / CONFIG_NAME).is_file():
-            return cls._load_saved(path, overrides)
-        defaults = _sentence_transformers_defaults(path) if path.is_dir() else {}
+            return cls._load_saved(path, overrides, options)
+        defaults = sentence_transformers_defaults(name, options)
+        if overrides.get("mode", MultiViewConfig.mode) != "snippet":
+            defaults.pop("pooling", None)  # the viewer modes pool at their viewer tokens
+        if "doc_max_length" in defaults:
+            defaults["query_max_length"] = defaults["doc_max_length"]  # sentence-transformers truncates both alike
         config = MultiViewConfig(**{**defaults, **overrides, "base_model": str(model_name_or_path)})
-        tokenizer = AutoTokenizer.from_pretrained(str(model_name_or_path))
-        backbone = _load_backbone(model_name_or_path)
+        tokenizer = _load_tokenizer(name, options)
+        backbone = _load_backbone(name, options)
         if config.uses_viewer_tokens:
             _add_viewer_tokens(tokenizer, backbone, config)
         query_backbone = None if config.tied else copy.deepcopy(backbone)
         return cls(config, tokenizer, backbone, query_backbone)
 
     @classmethod
-    def _load_saved(cls, path: Path, overrides: dict[str, Any]) -> MultiViewEncoder:
+    def _load_saved(cls, path: Path, overrides: dict[str, Any], options: LoadOptions) -> MultiViewEncoder:
         config = MultiViewConfig.load(path)
         conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
         if conflicts:
             msg = f"{path} was saved with a different configuration; cannot override {sorted(conflicts)}."
             raise ValueError(msg)
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        tokenizer = _load_tokenizer(path, options)
         if config.tied:
-            return cls(config, tokenizer, _load_backbone(path))
-        document = _load_backbone(path / DOCUMENT_SUBFOLDER)
-        query = _load_backbone(path / QUERY_SUBFOLDER)
+            return cls(config, tokenizer, _load_backbone(path, options))
+        document = _load_backbone(path / DOCUMENT_SUBFOLDER, options)
+        query = _load_backbone(path / QUERY_SUBFOLDER, options)
         return cls(config, tokenizer, document, query)
 
     def save_pretrained(self, directory: str | Path) -> Path:

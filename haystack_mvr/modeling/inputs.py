@@ -54,23 +54,48 @@ def _pad(rows: list[list[int]], value: int) -> Tensor:
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
+def pooling_weights(n: int, pooling: str = "mean") -> Tensor:
+    """
+    ``(n,)`` weights that pool ``n`` token states as sentence-transformers' ``Pooling`` module does.
+
+    ``mean``: ``1/n``; ``cls``: the first token; ``lasttoken``: the last; ``mean_sqrt_len_tokens``: ``1/sqrt(n)``;
+    ``weightedmean``: token ``j`` weighs ``j + 1`` (normalised).
+    """
+    if pooling == "mean":
+        return torch.full((n,), 1.0 / n)
+    if pooling == "cls":
+        return torch.nn.functional.one_hot(torch.tensor(0), n).float()
+    if pooling == "lasttoken":
+        return torch.nn.functional.one_hot(torch.tensor(n - 1), n).float()
+    if pooling == "mean_sqrt_len_tokens":
+        return torch.full((n,), n**-0.5)
+    if pooling == "weightedmean":
+        ramp = torch.arange(1, n + 1, dtype=torch.float32)
+        return ramp / ramp.sum()
+    msg = f"Unknown pooling {pooling!r}."
+    raise ValueError(msg)
+
+
 def _assemble(
     ids: list[list[int]],
     positions: list[list[int]] | None,
-    weights: list[list[tuple[int, int, int]]],
+    weights: list[list[tuple[int, int, int] | tuple[int, int, int, str]]],
     num_views: int,
     pad_id: int,
     spans: list[list[Span | None]],
 ) -> EncoderInputs:
-    """``weights[b]`` lists, per view, the token range ``[start, end)`` averaged over and the view index."""
+    """
+    ``weights[b]`` lists, per view, the token range ``[start, end)`` pooled, the view index and optionally how it
+    pools (:func:`pooling_weights`; the mean when left out).
+    """
     input_ids = _pad(ids, pad_id)
     attention = _pad([[1] * len(r) for r in ids], 0)
     pooling = torch.zeros(len(ids), num_views, input_ids.shape[1])
     view_mask = torch.zeros(len(ids), num_views, dtype=torch.bool)
     for b, item in enumerate(weights):
-        for start, end, view in item:
+        for start, end, view, *how in item:
             if end > start:
-                pooling[b, view, start:end] = 1.0 / (end - start)
+                pooling[b, view, start:end] = pooling_weights(end - start, *how)
                 view_mask[b, view] = True
     inputs = {"input_ids": input_ids, "attention_mask": attention}
     if positions is not None:
@@ -112,14 +137,14 @@ class InputBuilder:
             self.viewer_ids = tokenizer.convert_tokens_to_ids(viewer_tokens(config.num_views))
 
     def queries(self, texts: list[str]) -> EncoderInputs:
-        """``[VIE] q [SEP]`` pooled at ``[VIE]`` (viewer modes), else ``[CLS] q [SEP]`` mean-pooled."""
+        """``[VIE] q [SEP]`` pooled at ``[VIE]`` (viewer modes), else ``[CLS] q [SEP]`` pooled as the model pools."""
         budget = self.config.query_max_length - 2
         ids, weights = [], []
         first = self.query_viewer_id if self.config.uses_viewer_tokens else self.cls_id
         for tokens in _token_ids(self.tokenizer, texts):
             row = [first, *tokens[:budget], self.sep_id]
             ids.append(row)
-            weights.append([(0, 1, 0)] if self.config.uses_viewer_tokens else [(0, len(row), 0)])
+            weights.append([(0, 1, 0)] if self.config.uses_viewer_tokens else [(0, len(row), 0, self.config.pooling)])
         return _assemble(ids, None, weights, 1, self.pad_id, [[None] for _ in texts])
 
     def documents(self, texts: list[str]) -> EncoderInputs:
@@ -159,7 +184,7 @@ class InputBuilder:
         return _assemble(ids, None, weights, n, self.pad_id, all_spans)
 
     def _snippet(self, texts: list[str]) -> EncoderInputs:
-        """``[CLS] d [SEP]``: view 0 is the mean of all tokens, view i the mean of snippet i's tokens."""
+        """``[CLS] d [SEP]``: view 0 pools all tokens as the model does, view i is the mean of snippet i's tokens."""
         n = self.config.num_views
         encoded = self.tokenizer(
             texts, truncation=True, max_length=self.config.doc_max_length, return_offsets_mapping=True, verbose=False
@@ -167,7 +192,7 @@ class InputBuilder:
         ids, weights, all_spans = [], [], []
         for text, row, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"], strict=True):
             snippets = split_into_snippets(text, n, pad=False)
-            views = [(0, len(row), 0)]
+            views: list[tuple] = [(0, len(row), 0, self.config.pooling)]
             # Text tokens are in text order, so each snippet's tokens form one contiguous range.
             first = 1 if row and row[0] == self.cls_id else 0
             last = len(row) - 1 if row and row[-1] == self.sep_id else len(row)

