@@ -1,6 +1,9 @@
 """The package's layers import one way (STYLE.md): a static check of every module's imports."""
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,32 @@ def test_query_path_never_imports_training():
     for layer in ("components", "document_stores", "modeling"):
         for path in (PACKAGE / layer).rglob("*.py"):
             assert not any(_violates(n, {"haystack_mvr.training"}) for n in _imports(path)), path
+
+
+def _fresh_python(code: str) -> str:
+    """Run ``code`` in a new interpreter (nothing imported yet, no allowlist in the environment); its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "HAYSTACK_DESERIALIZATION_ALLOWLIST"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip()
+
+
+def test_importing_modeling_leaves_haystack_out():
+    code = "import sys, haystack_mvr.modeling, haystack_mvr.modeling.loading\nprint('haystack' in sys.modules)"
+    assert _fresh_python(code) == "False"
+
+
+@pytest.mark.parametrize("package", ["haystack_mvr.components", "haystack_mvr.document_stores"])
+def test_pipeline_yaml_loads_after_importing_a_haystack_facing_package(package):
+    code = (
+        f"import {package}\n"
+        "from haystack import Pipeline\n"
+        "from haystack_mvr.components.embedders import MultiViewTextEmbedder\n"
+        "p = Pipeline()\n"
+        "p.add_component('embedder', MultiViewTextEmbedder(model='some/model', token=None))\n"
+        "again = Pipeline.loads(p.dumps())\n"
+        "print(type(again.get_component('embedder')).__name__)\n"
+    )
+    assert _fresh_python(code) == "MultiViewTextEmbedder"
