@@ -40,6 +40,12 @@ def _positive(value: str) -> int:
     return number
 
 
+def _depth(metric: str) -> int:
+    """The k of a metric named ``...@k`` (0 for others)."""
+    _, _, k = metric.rpartition("@")
+    return int(k) if k.isdigit() else 0
+
+
 def model_label(model: str) -> str:
     """A short name for a model path or hub id: the folder's name (with its parent's when that is generic)."""
     path = Path(model)
@@ -103,6 +109,7 @@ def run_eval(args: argparse.Namespace) -> int:
         querying, questions, inputs=lambda q: {"embedder": {"text": q}}, output_component="retriever", progress_bar=True
     )
     metrics: dict = evaluate_ranking(ranked, ks=[k for k in DEFAULT_KS if k <= args.top_k] or [args.top_k])
+    metrics = {name: value for name, value in metrics.items() if _depth(name) <= args.top_k}  # none deeper than -k
     print(f"{len(questions)} questions, {len(documents)} documents, top {args.top_k}")
     print(markdown_table({args.label or model_label(args.model): metrics}))
     if args.diagnostics:
