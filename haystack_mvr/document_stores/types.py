@@ -20,7 +20,13 @@ class MultiViewDocumentStore(DocumentStore, Protocol):
     (matched view, its scope, the best snippet's span and text). Exactly ``min(top_k, matching documents with
     vectors)`` documents are returned. Returned documents are copies: changing them never changes the store.
     ``haystack_mvr.testing`` holds the contract suite every backend runs.
+
+    ``encoder_config`` is the identity of the encoder the stored views come from (``meta["mvr_encoder"]`` of the
+    documents written, see ``haystack_mvr.views``), or ``None`` while unknown; the retriever checks query encoders
+    against it.
     """
+
+    encoder_config: dict[str, Any] | None
 
     def search(
         self,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +157,52 @@ class MultiViewEncoder(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+    @torch.no_grad()
+    def fingerprint(self) -> str:
+        """
+        A short hash of the weights (every tensor's name, shape and a strided sample of its values) and vocabulary.
+
+        Two encoders with the same fingerprint produce the same vectors; a fine-tuned copy of a backbone does not
+        share its fingerprint. Computed in milliseconds, without reading the weight files again.
+        """
+        digest = hashlib.sha256()
+        config = {k: v for k, v in self.config.to_dict().items() if k != "base_model"}  # a path's spelling
+        digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+        digest.update(str(len(self.tokenizer)).encode())
+        backbones = {"document": self.document_backbone, "query": self.query_backbone}
+        for role, backbone in backbones.items() if not self.config.tied else [("document", self.document_backbone)]:
+            for name, tensor in sorted(backbone.state_dict().items()):
+                flat = tensor.detach().reshape(-1)
+                sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
+                digest.update(f"{role}.{name}{tuple(tensor.shape)}".encode())
+                digest.update(sample.tobytes())
+        return digest.hexdigest()[:16]
+
+    def identity(self, model: str | Path) -> dict[str, Any]:
+        """
+        A small JSON-able dict naming this encoder, for ``meta["mvr_encoder"]`` and a store's ``encoder_config``.
+
+        :param model: The model name or path as the user gave it (informational).
+        :returns: ``model``, ``mode``, ``num_views``, ``pooling``, ``normalize``, ``doc_max_length``,
+            ``query_max_length``, ``sentence_splitter`` (modes that cut snippets) and ``fingerprint``
+            (:meth:`fingerprint`). Computed once per encoder (call it after training, not before).
+        """
+        if getattr(self, "_identity", None) is None:
+            config = self.config
+            identity: dict[str, Any] = {
+                "mode": config.mode,
+                "num_views": config.num_views,
+                "pooling": config.pooling if config.mode == "snippet" else "viewer",
+                "normalize": config.normalize,
+                "doc_max_length": config.doc_max_length,
+                "query_max_length": config.query_max_length,
+            }
+            if getattr(config, "sentence_splitter", ""):
+                identity["sentence_splitter"] = config.sentence_splitter
+            identity["fingerprint"] = self.fingerprint()
+            self._identity = identity
+        return {"model": str(model), **self._identity}
 
     def gradient_checkpointing_enable(self) -> None:
         backbones = [self.document_backbone] if self.config.tied else [self.document_backbone, self.query_backbone]

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -7,7 +9,8 @@ from haystack.utils import ComponentDevice, Secret
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import ModelNotFoundError
-from haystack_mvr.views import SPANS_KEY, VIEWS_KEY
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY
+from tests.conftest import build_tiny_backbone
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +249,45 @@ def test_unreachable_hub_id_fails_at_once_without_retries(monkeypatch):
     monkeypatch.setattr(loading, "hub_reachable", no_download)
     with pytest.raises(ModelNotFoundError, match=r"HF_HUB_OFFLINE.*gt[-_]all[-_]minilm[-_]l6[-_]v2"):
         MultiViewDocumentEmbedder(model="nobody-has/this-model-xyz").warm_up()
+
+
+def test_encoder_identity_travels_with_documents_and_queries(tiny_backbone, tmp_path):
+    doc = Document(content="The cat sat. The dog ran.")
+    out = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False).run([doc])["documents"][0]
+    assert ENCODER_KEY not in doc.meta  # the input is not changed
+    identity = out.meta[ENCODER_KEY]
+    assert json.loads(json.dumps(identity)) == identity  # JSON-able
+    assert identity["model"] == str(tiny_backbone) and identity["mode"] == "snippet"
+    assert {"num_views", "pooling", "normalize", "doc_max_length", "query_max_length", "fingerprint"} <= set(identity)
+    assert identity["sentence_splitter"] and len(identity["fingerprint"]) == 16
+    query = MultiViewTextEmbedder(model=tiny_backbone).run("who sat?")
+    assert query["encoder"] == identity
+    other = build_tiny_backbone(tmp_path / "other", seed=1)
+    other_identity = MultiViewTextEmbedder(model=other).run("who sat?")["encoder"]
+    assert other_identity["fingerprint"] != identity["fingerprint"]  # other weights, other fingerprint
+
+
+def test_retriever_refuses_a_query_encoder_the_store_was_not_built_with(tiny_backbone, tmp_path):
+    from haystack_mvr.components.retrievers import MultiViewRetriever
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.types import MultiViewDocumentStore
+
+    docs = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False).run([Document(content="One. Two.")])
+    identity = docs["documents"][0].meta[ENCODER_KEY]
+    store = FaissMultiViewDocumentStore(index_factory="Flat", encoder_config=identity)
+    assert isinstance(store, MultiViewDocumentStore)
+    store.write_documents(docs["documents"])
+    retriever = MultiViewRetriever(document_store=store, top_k=1)
+
+    same = MultiViewTextEmbedder(model=tiny_backbone).run("one")
+    assert len(retriever.run(query_embedding=same["embedding"], encoder=same["encoder"])["documents"]) == 1
+    assert len(retriever.run(query_embedding=same["embedding"])["documents"]) == 1  # no encoder: no check
+
+    other = MultiViewTextEmbedder(model=build_tiny_backbone(tmp_path / "other", seed=1)).run("one")
+    with pytest.raises(ValueError, match=r"built with encoder .* query encoder is .*fingerprint"):
+        retriever.run(query_embedding=other["embedding"], encoder=other["encoder"])
+    with pytest.raises(ValueError, match="built with"):
+        retriever.run_batch(query_embeddings=[other["embedding"]], encoder=other["encoder"])
+    # the same weights under another spelling of the path are the same encoder
+    renamed = {**same["encoder"], "model": str(tiny_backbone) + "/"}
+    assert retriever.run(query_embedding=same["embedding"], encoder=renamed)["documents"]

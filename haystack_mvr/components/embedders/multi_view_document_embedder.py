@@ -17,7 +17,7 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.modeling import MultiViewEncoder
-from haystack_mvr.views import attach_views
+from haystack_mvr.views import ENCODER_KEY, attach_views
 
 
 @component
@@ -27,6 +27,9 @@ class MultiViewDocumentEmbedder:
 
     The views travel in ``meta["mvr_views"]`` (and ``embedding`` holds the first view), so Haystack's
     ``DocumentWriter`` carries them unchanged into a ``FaissMultiViewDocumentStore``; see ``haystack_mvr.views``.
+    ``meta["mvr_encoder"]`` names the encoder (``MultiViewEncoder.identity``: model, mode, views, pooling,
+    normalisation, max lengths, sentence splitter, weights fingerprint); the store records it as its
+    ``encoder_config``.
 
     ```python
     from haystack import Document
@@ -163,12 +166,15 @@ class MultiViewDocumentEmbedder:
             return {"documents": []}
         self.warm_up()
         assert self.encoder is not None
+        identity = self.encoder.identity(self.model)
         texts, offsets = zip(*(self._text_and_offset(d) for d in documents), strict=True)
         encoded = self.encoder.encode_documents(list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar)
         result = []
         for doc, enc, offset in zip(documents, encoded, offsets, strict=True):
             spans = [_shift_into_content(span, offset, len(doc.content)) for span in enc.spans]
-            result.append(attach_views(doc, enc.views, spans if any(s is not None for s in spans) else None))
+            embedded = attach_views(doc, enc.views, spans if any(s is not None for s in spans) else None)
+            embedded.meta[ENCODER_KEY] = dict(identity)  # attach_views made a new meta dict: the input is unchanged
+            result.append(embedded)
         return {"documents": result}
 
 

@@ -113,13 +113,15 @@ class MultiViewTextEmbedder:
         if self.encoder is None:
             self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
 
-    @component.output_types(embedding=list[float])
-    def run(self, text: str) -> dict[str, list[float]]:
+    @component.output_types(embedding=list[float], encoder=dict[str, Any])
+    def run(self, text: str) -> dict[str, Any]:
         """
         Embed one query.
 
         :param text: The query.
-        :returns: ``{"embedding": list[float]}``.
+        :returns: ``{"embedding": list[float], "encoder": dict}``: ``encoder`` names the encoder, as the document
+            embedder's ``meta["mvr_encoder"]`` does; connect it to ``MultiViewRetriever``'s ``encoder`` input to
+            catch a query encoder that differs from the one the store was built with.
         :raises TypeError: if ``text`` is not a string.
         :raises ValueError: if ``text`` is empty.
         """
@@ -135,4 +137,4 @@ class MultiViewTextEmbedder:
         self.warm_up()
         assert self.encoder is not None
         vector = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)[0]
-        return {"embedding": vector.tolist()}
+        return {"embedding": vector.tolist(), "encoder": self.encoder.identity(self.model)}

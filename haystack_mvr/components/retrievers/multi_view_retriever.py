@@ -77,9 +77,30 @@ class MultiViewRetriever:
             params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
         return default_from_dict(cls, data)
 
+    def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
+        """
+        Raise if the query ``encoder`` (``MultiViewTextEmbedder``'s output) differs from the store's ``encoder_config``.
+
+        Compared on the keys both have, except ``model`` (the same weights can be named by different paths).
+        """
+        stored = getattr(self.document_store, "encoder_config", None)
+        if not encoder or not stored:
+            return
+        differ = sorted(k for k in set(stored) & set(encoder) - {"model"} if stored[k] != encoder[k])
+        if differ:
+            msg = (
+                f"The document store was built with encoder {stored} but the query encoder is {encoder} "
+                f"(they differ in {differ}): embed queries with the model and options that indexed the documents."
+            )
+            raise ValueError(msg)
+
     @component.output_types(documents=list[Document])
     def run(
-        self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
+        self,
+        query_embedding: list[float],
+        filters: dict[str, Any] | None = None,
+        top_k: int | None = None,
+        encoder: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """
         Retrieve documents.
@@ -87,8 +108,12 @@ class MultiViewRetriever:
         :param query_embedding: The query vector.
         :param filters: Runtime filters, combined with the defaults by ``filter_policy``.
         :param top_k: How many documents (default: the init ``top_k``).
+        :param encoder: The query encoder's identity (``MultiViewTextEmbedder``'s ``encoder`` output); checked
+            against the store's ``encoder_config`` when both are known.
         :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
+        :raises ValueError: if ``encoder`` differs from the encoder the store was built with.
         """
+        self._check_encoder(encoder)
         return {
             "documents": self.document_store.search(
                 query_embedding,
@@ -100,9 +125,14 @@ class MultiViewRetriever:
 
     @component.output_types(documents=list[Document])
     async def run_async(
-        self, query_embedding: list[float], filters: dict[str, Any] | None = None, top_k: int | None = None
+        self,
+        query_embedding: list[float],
+        filters: dict[str, Any] | None = None,
+        top_k: int | None = None,
+        encoder: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """Asynchronous :meth:`run`."""
+        self._check_encoder(encoder)
         return {
             "documents": await self.document_store.search_async(
                 query_embedding,
@@ -117,6 +147,7 @@ class MultiViewRetriever:
         query_embeddings: list[list[float]],
         filters: dict[str, Any] | None = None,
         top_k: int | None = None,
+        encoder: dict[str, Any] | None = None,
     ) -> dict[str, list[list[Document]]]:
         """
         Retrieve documents for many queries in one store call (``search_batch``): much faster than one call each.
@@ -124,8 +155,10 @@ class MultiViewRetriever:
         :param query_embeddings: ``(n, d)`` query vectors.
         :param filters: Runtime filters shared by all queries, combined with the defaults by ``filter_policy``.
         :param top_k: How many documents per query (default: the init ``top_k``).
+        :param encoder: The query encoder's identity, checked as in :meth:`run`.
         :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
         """
+        self._check_encoder(encoder)
         return {
             "documents": self.document_store.search_batch(
                 query_embeddings,
