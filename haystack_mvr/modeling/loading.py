@@ -220,8 +220,16 @@ def sentence_transformers_defaults(name_or_path: str, options: LoadOptions | Non
     defaults: dict[str, Any] = {"normalize": False}
     for module in modules:
         kind = module.get("type", "").rsplit(".", 1)[-1]
-        if kind == "Transformer" or kind == "Normalize":
+        if kind in ("Transformer", "SnippetTransformer", "Normalize"):
             defaults["normalize"] = defaults["normalize"] or kind == "Normalize"
+        elif kind == "SnippetViews":  # a haystack-mvr snippet checkpoint (haystack_mvr.modeling.st_modules)
+            config = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), options) or {}
+            defaults.update(
+                mode="snippet",
+                num_views=config.get("num_snippets", 8),
+                pooling=config.get("pooling", "mean"),
+                normalize=bool(config.get("normalize", False)),
+            )
         elif kind == "Pooling":
             config = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), options) or {}
             defaults["pooling"] = pooling_mode(config)
