@@ -41,7 +41,8 @@ class _LocalClients:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a store's finalizer (``release``) may run from garbage collection inside ``acquire``.
+        self._lock = threading.RLock()
         self._open: dict[str, list[Any]] = {}  # realpath -> [client, call lock, users]
 
     def acquire(self, path: str) -> tuple[str, QdrantClient, threading.RLock]:
@@ -61,10 +62,9 @@ class _LocalClients:
             if entry is None:
                 return
             entry[2] -= 1
-            if entry[2] <= 0:
+            if entry[2] <= 0:  # no store uses the client any more, so no call is in flight
                 del self._open[key]
-                with entry[1]:
-                    entry[0].close()
+                entry[0].close()
 
 
 _LOCAL_CLIENTS = _LocalClients()

@@ -394,3 +394,24 @@ def test_package_imports_without_qdrant_client():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 'pip install "haystack-mvr[qdrant]"' in out
+
+
+def test_folder_client_released_by_a_finalizer_inside_acquire_does_not_deadlock(tmp_path):
+    """Garbage collection can run a dropped store's finalizer while ``acquire`` holds the registry lock."""
+    import threading
+
+    from haystack_mvr.document_stores.qdrant.document_store import _LocalClients
+
+    registry = _LocalClients()
+    key, _, _ = registry.acquire(str(tmp_path / "a"))
+
+    def finalizer_during_acquire():
+        with registry._lock:
+            registry.release(key)
+            registry.acquire(str(tmp_path / "b"))
+
+    worker = threading.Thread(target=finalizer_during_acquire, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert list(registry._open) == [str((tmp_path / "b").resolve())]
