@@ -231,10 +231,13 @@ class QdrantMultiViewDocumentStore:
 
     @property
     def encoder_config(self) -> dict[str, Any] | None:
-        """The encoder config the stored views come from: the collection's record (read on first access), else
-        the one given to the constructor."""
-        with self._lock:
-            self._describe()
+        """
+        The encoder config the stored views come from: the collection's record once the store has read it (any
+        call that touches the collection does), else the one given to the constructor.
+
+        Reading it never connects: ``isinstance(store, MultiViewDocumentStore)`` evaluates it (Python 3.11), and
+        building a retriever or loading a pipeline must not open a folder or reach a server.
+        """
         return self._encoder_config
 
     # ---------------------------------------------------------------------------------------- connection

@@ -67,6 +67,8 @@ class TestQdrantPathContract(
     def reopen(self):
         def _reopen(store):
             store.close()  # releases the folder: the new store opens it afresh, as another process would
-            return QdrantMultiViewDocumentStore(path=store.path, index=store.index)
+            reopened = QdrantMultiViewDocumentStore(path=store.path, index=store.index)
+            reopened.count_documents()  # read it back (a store opens its collection on first use)
+            return reopened
 
         return _reopen

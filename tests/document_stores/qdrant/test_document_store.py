@@ -13,6 +13,7 @@ from haystack.utils import Secret
 
 pytest.importorskip("qdrant_client")
 
+from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
@@ -59,6 +60,8 @@ def brute_force(docs, query, keep=lambda d: True):
 def test_is_a_multi_view_store_and_opens_nothing_in_init(tmp_path):
     store = QdrantMultiViewDocumentStore(path=str(tmp_path / "never"))
     assert isinstance(store, MultiViewDocumentStore)
+    MultiViewRetriever(document_store=store)
+    assert store.encoder_config is None
     assert store._client is None and not (tmp_path / "never").exists()
 
 

@@ -74,6 +74,10 @@ def test_same_pipeline_on_both_stores(tiny_backbone, tiny_t5):
     assert {d.id for d in retriever.run(query_embedding=embedding)["documents"]} == {"warsaw", "krakow"}
     batch = retriever.run_batch([embedding, embedding], top_k=1)["documents"]
     assert len(batch) == 2 and batch[0][0].id == batch[1][0].id
+    # The document embedder's encoder identity is the collection's record; another query encoder is refused.
+    assert qdrant.encoder_config is not None and qdrant.encoder_config["mode"] == "snippet"
+    with pytest.raises(ValueError, match="encoder"):
+        retriever.run(query_embedding=embedding, encoder={**qdrant.encoder_config, "mode": "another"})
 
 
 def test_yaml_round_trip_keeps_the_api_key_a_secret_env_var(tiny_backbone, tiny_t5, tmp_path, monkeypatch):
