@@ -45,11 +45,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _drop_network_noise(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
+
+
 def _quiet_environment() -> None:
     """Before Haystack is imported: no telemetry from a command-line run unless asked for, no retry noise."""
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
     for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL)
+        if _drop_network_noise not in logger.filters:  # a filter survives a client that resets the level
+            logger.addFilter(_drop_network_noise)
 
 
 def _one_line(error: BaseException) -> str:
