@@ -73,11 +73,20 @@ _CRC_RE = re.compile(r"[0-9a-f]{8}")
 _MAX_POINTER = 64
 _MAX_MANIFEST = 16 << 20
 _CHUNK = 1 << 20  # hash and write in 1 MiB pieces: each piece is checksummed while it is still in the CPU cache
+BLOCK = 4 << 20  # each 4 MiB block of a file has its own CRC-32, so a reader verifies a block before using it
 _SMALL = 64 << 10  # writes below this are buffered
 _OPEN_RETRIES = 100
 
-_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks: dict[str, threading.Lock] = {}  # one per store folder: threads of a process save in turn
 _thread_locks_guard = threading.Lock()
+
+
+def _reset_thread_locks() -> None:  # a forked child must not inherit a lock held by a thread that is not there
+    global _thread_locks, _thread_locks_guard
+    _thread_locks, _thread_locks_guard = {}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_thread_locks)
 
 
 def _fail(msg: str, cause: BaseException | None = None) -> DocumentStoreError:
@@ -118,7 +127,8 @@ class ChecksumFile:
         self.name = name
         self._writer = writer
         self._fd: int | None = fd
-        self._crc = 0
+        self._crc = 0  # of the current block
+        self._crcs: list[str] = []  # of the finished blocks
         self._size = 0
         self._buffer = bytearray()
 
@@ -147,8 +157,15 @@ class ChecksumFile:
 
     def _write_raw(self, view: memoryview) -> None:
         assert self._fd is not None
-        self._crc = zlib.crc32(view, self._crc)
-        self._size += len(view)
+        rest = view
+        while rest:
+            take = min(len(rest), BLOCK - self._size % BLOCK)
+            self._crc = zlib.crc32(rest[:take], self._crc)
+            self._size += take
+            rest = rest[take:]
+            if self._size % BLOCK == 0:
+                self._crcs.append(_crc_hex(self._crc))
+                self._crc = 0
         while view:
             view = view[os.write(self._fd, view) :]
 
@@ -163,7 +180,9 @@ class ChecksumFile:
         finally:
             os.close(self._fd)
             self._fd = None
-        self._writer._closed(self.name, self._size, self._crc)
+        if self._size % BLOCK:
+            self._crcs.append(_crc_hex(self._crc))
+        self._writer._closed(self.name, self._size, self._crcs)
 
     def __enter__(self) -> ChecksumFile:
         return self
@@ -171,9 +190,14 @@ class ChecksumFile:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
-        elif self._fd is not None:
+        else:
+            self._discard()
+
+    def _discard(self) -> None:
+        if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._writer._open.pop(self.name, None)
 
 
 class VersionWriter:
@@ -188,7 +212,7 @@ class VersionWriter:
         self._dir_fd = dir_fd
         self._fsync = fsync
         self._files: dict[str, dict[str, Any]] = {}
-        self._open: set[str] = set()
+        self._open: dict[str, ChecksumFile] = {}
 
     def open(self, name: str) -> ChecksumFile:
         """Create file ``name`` and return it open for binary writing; close it (or use ``with``) when done."""
@@ -201,8 +225,8 @@ class VersionWriter:
             fd = os.open(name, flags, 0o644, dir_fd=self._dir_fd)
         except OSError as e:
             raise _os_error("create", self.folder / name, e) from e
-        self._open.add(name)
-        return ChecksumFile(self, name, fd)
+        self._open[name] = file = ChecksumFile(self, name, fd)
+        return file
 
     def write_bytes(self, name: str, data: Any) -> None:
         """Write a bytes-like object (bytes, bytearray, memoryview, C-contiguous numpy array) as file ``name``."""
@@ -226,16 +250,31 @@ class VersionWriter:
 
     def write_faiss_index(self, name: str, index: Any) -> None:
         """Write a FAISS index as file ``name``, streamed through the checksum (no in-memory copy of the index)."""
+        failure: list[BaseException] = []
+
+        def write(data: bytes) -> None:
+            try:
+                f.write(data)
+            except BaseException as e:
+                failure.append(e)
+                raise
+
         with self.open(name) as f:
             try:
-                faiss.write_index(index, faiss.PyCallbackIOWriter(f.write))
+                faiss.write_index(index, faiss.PyCallbackIOWriter(write))
             except RuntimeError as e:
+                if failure:  # our own error inside FAISS's callback, e.g. a full disk
+                    raise failure[0] from None
                 msg = f"FAISS could not write {self.folder / name}: {e}"
                 raise _fail(msg, e) from e
 
-    def _closed(self, name: str, size: int, crc: int) -> None:
-        self._open.discard(name)
-        self._files[name] = {"bytes": size, "crc32": _crc_hex(crc)}
+    def _abort(self) -> None:
+        for file in list(self._open.values()):
+            file._discard()
+
+    def _closed(self, name: str, size: int, crcs: list[str]) -> None:
+        self._open.pop(name, None)
+        self._files[name] = {"bytes": size, "block_bytes": BLOCK, "crc32": crcs}
 
 
 # --------------------------------------------------------------------------------------------------- the manifest
@@ -299,11 +338,14 @@ def _parse_manifest(data: bytes, where: Path) -> dict[str, Any]:
             _FILE_NAME_RE.fullmatch(name) is not None
             and name != MANIFEST
             and isinstance(entry, dict)
-            and set(entry) == {"bytes", "crc32"}
+            and set(entry) == {"bytes", "block_bytes", "crc32"}
             and type(entry["bytes"]) is int
             and entry["bytes"] >= 0
-            and isinstance(entry["crc32"], str)
-            and _CRC_RE.fullmatch(entry["crc32"]) is not None
+            and type(entry["block_bytes"]) is int
+            and 4096 <= entry["block_bytes"] <= 1 << 30
+            and isinstance(entry["crc32"], list)
+            and len(entry["crc32"]) == -(-entry["bytes"] // entry["block_bytes"])
+            and all(isinstance(c, str) and _CRC_RE.fullmatch(c) for c in entry["crc32"])
         )
         if not ok:
             msg = f"{damaged}: its entry for a file is malformed{fix}."
@@ -482,10 +524,13 @@ def _write_version(path: Path, write: Callable[[VersionWriter], None], meta: dic
         try:
             os.close(os.open(LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd))
             writer = VersionWriter(folder, dir_fd, fsync)
-            write(writer)
-            if writer._open:
-                msg = f"Files {sorted(writer._open)} of the version being saved were not closed; close them in `write`."
-                raise ValueError(msg)
+            try:
+                write(writer)
+                if writer._open:
+                    msg = f"Files {sorted(writer._open)} of the version being saved were left open; close them."
+                    raise ValueError(msg)
+            finally:
+                writer._abort()
             data = _manifest_bytes(writer._files, meta)
             fd = os.open(MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             try:
@@ -595,7 +640,7 @@ class VersionReader:
         self._entries: dict[str, dict[str, Any]] = manifest["files"]
         self._dir_fd: int | None = dir_fd
 
-    def _open(self, name: str) -> tuple[int, int, str]:
+    def _open(self, name: str) -> tuple[int, _Verifier]:
         if self._dir_fd is None:
             msg = f"The version {self.folder} was closed; read its files inside the `with open_version(...)` block."
             raise DocumentStoreError(msg)
@@ -613,93 +658,168 @@ class VersionReader:
             )
             raise _fail(msg) from e
         try:
-            size = os.fstat(fd).st_size
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or size != entry["bytes"]:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size != entry["bytes"]:
                 msg = (
-                    f"The saved store file {file} is damaged: it holds {size} bytes, its manifest says "
+                    f"The saved store file {file} is damaged: it holds {info.st_size} bytes, its manifest says "
                     f"{entry['bytes']}; restore the folder from a backup, or save the store again."
                 )
                 raise DocumentStoreError(msg)
         except BaseException:
             os.close(fd)
             raise
-        return fd, size, entry["crc32"]
+        return fd, _Verifier(file, entry)
 
-    def _checksum_error(self, name: str) -> DocumentStoreError:
-        msg = (
-            f"The saved store file {self.folder / name} is damaged: it does not match its checksum; restore the "
-            f"folder from a backup, or save the store again."
-        )
-        return DocumentStoreError(msg)
-
-    def _read_into(self, name: str, fd: int, view: memoryview, expected: str, crc: int = 0) -> None:
-        """Fill ``view`` from ``fd`` in 1 MiB pieces, checksumming each while it is in the CPU cache."""
-        done = 0
+    def _read(self, verifier: _Verifier, fd: int, size: int) -> bytes:
         try:
-            while done < len(view):
-                piece = view[done : done + _CHUNK]
-                got = os.readv(fd, [piece])
-                if got == 0:
-                    raise self._checksum_error(name)
-                crc = zlib.crc32(piece[:got], crc)
-                done += got
-            if os.read(fd, 1):
-                raise self._checksum_error(name)
+            data = os.read(fd, size)
+            while len(data) < size:  # a short read: only at the end of a damaged (truncated) file
+                more = os.read(fd, size - len(data))
+                if not more:
+                    break
+                data += more
         except OSError as e:
-            raise _os_error("read", self.folder / name, e) from e
-        if _crc_hex(crc) != expected:
-            raise self._checksum_error(name)
+            raise _os_error("read", verifier.file, e) from e
+        verifier.update(data)
+        return data
 
     def read_bytes(self, name: str) -> bytes:
         """The content of file ``name``, verified."""
-        fd, size, expected = self._open(name)
+        fd, verifier = self._open(name)
         try:
-            buffer = bytearray(size)
-            self._read_into(name, fd, memoryview(buffer), expected)
+            blocks = [self._read(verifier, fd, n) for n in verifier.block_sizes()]
+            verifier.finish(fd)
         finally:
             os.close(fd)
-        return bytes(buffer)
+        return b"".join(blocks)
 
     def read_array(self, name: str) -> np.ndarray:
         """The numpy array written by ``VersionWriter.write_array`` as ``name``, verified (a writable array)."""
-        fd, size, expected = self._open(name)
+        fd, verifier = self._open(name)
         try:
-            header = os.pread(fd, min(size, 1 << 16), 0)
+            size = verifier.size
+            try:
+                header = os.pread(fd, min(size, 1 << 16), 0)
+            except OSError as e:
+                raise _os_error("read", verifier.file, e) from e
             stream = io.BytesIO(header)
             try:
                 major, _ = np.lib.format.read_magic(stream)
                 read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
                 shape, fortran, dtype = read_header(stream)
+                count = int(np.prod(shape, dtype=np.int64))
             except (ValueError, SyntaxError, TypeError, KeyError, OverflowError) as e:
-                raise self._checksum_error(name) from e
+                raise verifier.damaged() from e
             offset = stream.tell()
-            if dtype.hasobject or offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != size:
-                raise self._checksum_error(name)
-            crc = zlib.crc32(header[:offset])
-            os.lseek(fd, offset, os.SEEK_SET)
+            if dtype.hasobject or offset + count * dtype.itemsize != size:
+                raise verifier.damaged()
+            verifier.update(memoryview(header)[:offset])
             flat = np.empty(size - offset, dtype=np.uint8)
-            self._read_into(name, fd, memoryview(flat), expected, crc)
+            view = memoryview(flat)
+            try:
+                os.lseek(fd, offset, os.SEEK_SET)
+                done = 0
+                while done < len(view):
+                    got = os.readv(fd, [view[done : done + _CHUNK]])
+                    if got == 0:
+                        raise verifier.damaged()
+                    verifier.update(view[done : done + got])
+                    done += got
+            except OSError as e:
+                raise _os_error("read", verifier.file, e) from e
+            verifier.finish(fd)
         finally:
             os.close(fd)
         return flat.view(dtype).reshape(shape, order="F" if fortran else "C")
 
     def read_faiss_index(self, name: str, io_flags: int = 0) -> Any:
-        """The FAISS index written by ``VersionWriter.write_faiss_index`` as ``name``, verified before it is parsed."""
-        fd, size, expected = self._open(name)
+        """The FAISS index written by ``VersionWriter.write_faiss_index`` as ``name``.
+
+        The file is read once; FAISS parses each block only after it matched its checksum.
+        """
+        fd, verifier = self._open(name)
+        blocks = iter(verifier.block_sizes())
+        state: dict[str, Any] = {"block": b"", "at": 0, "error": None}
+
+        def read(want: int) -> bytes:
+            block, at = state["block"], state["at"]
+            if at >= len(block):
+                size = next(blocks, 0)
+                if not size:
+                    return b""
+                try:
+                    block, at = self._read(verifier, fd, size), 0
+                except DocumentStoreError as e:
+                    state["error"] = e
+                    return b""  # FAISS then fails on a short read; the checksum error is raised below
+                state["block"] = block
+            if at == 0 and want >= len(block):
+                state["at"] = len(block)
+                return block
+            piece = block[at : at + want]
+            state["at"] = at + len(piece)
+            return piece
+
         try:
-            reader = faiss.VectorIOReader()
-            reader.data.resize(size)
-            if size:
-                self._read_into(name, fd, memoryview(faiss.rev_swig_ptr(reader.data.data(), size)), expected)
-            elif expected != _crc_hex(0):
-                raise self._checksum_error(name)
+            try:
+                index = faiss.read_index(faiss.PyCallbackIOReader(read, 1 << 40), io_flags)
+            except RuntimeError as e:
+                if state["error"] is not None:
+                    raise state["error"] from None
+                msg = f"FAISS could not read {verifier.file} (its blocks matched their checksums): {e}"
+                raise _fail(msg, e) from e
+            for size in blocks:  # bytes FAISS did not need are verified too
+                self._read(verifier, fd, size)
+            verifier.finish(fd)
         finally:
             os.close(fd)
+        return index
+
+
+class _Verifier:
+    """Checks bytes read in order against a file's block checksums; raises as soon as a block does not match."""
+
+    def __init__(self, file: Path, entry: dict[str, Any]) -> None:
+        self.file = file
+        self.size: int = entry["bytes"]
+        self._block: int = entry["block_bytes"]
+        self._expected: list[str] = entry["crc32"]
+        self._crc = self._fill = self._done = self._index = 0
+
+    def block_sizes(self) -> list[int]:
+        return [min(self._block, self.size - start) for start in range(0, self.size, self._block)]
+
+    def damaged(self) -> DocumentStoreError:
+        msg = (
+            f"The saved store file {self.file} is damaged: it does not match its checksum; restore the folder from "
+            f"a backup, or save the store again."
+        )
+        return DocumentStoreError(msg)
+
+    def update(self, data: Any) -> None:
+        view = memoryview(data)
+        if self._done + len(view) > self.size:
+            raise self.damaged()
+        while view:
+            take = min(len(view), self._block - self._fill)
+            self._crc = zlib.crc32(view[:take], self._crc)
+            self._fill += take
+            self._done += take
+            view = view[take:]
+            if self._fill == self._block or self._done == self.size:
+                if _crc_hex(self._crc) != self._expected[self._index]:
+                    raise self.damaged()
+                self._index += 1
+                self._crc = self._fill = 0
+
+    def finish(self, fd: int) -> None:
+        """Check that every byte was read and matched, and that the file holds nothing more."""
         try:
-            return faiss.read_index(reader, io_flags)
-        except RuntimeError as e:
-            msg = f"FAISS could not read {self.folder / name} (it matches its checksum): {e}"
-            raise _fail(msg, e) from e
+            extra = os.read(fd, 1)
+        except OSError as e:
+            raise _os_error("read", self.file, e) from e
+        if self._done != self.size or extra:
+            raise self.damaged()
 
 
 def _lock_current(path: Path) -> tuple[str, int, int]:

@@ -390,3 +390,94 @@ def test_threads_saving_and_loading_concurrently(tmp_path):
 
 def test_internal_names_match_the_docs():
     assert vd.POINTER == "CURRENT" and vd.MANIFEST == "manifest.json" and vd.LOCK == ".lock"
+
+
+# ------------------------------------------------------------------------------------------- blocks and failures
+
+
+def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(vd, "BLOCK", 4096)  # the 20 x 8 test index spans several blocks
+    write, _, _ = _writer(0)
+    big = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
+
+    def write_more(w):
+        write(w)
+        w.write_array("big.npy", big)
+        w.write_bytes("big.bin", big)
+        index = faiss.IndexFlatL2(64)
+        index.add(big)
+        w.write_faiss_index("big.faiss", index)
+
+    version = save_version(tmp_path, write_more, {})
+    monkeypatch.setattr(vd, "BLOCK", 1 << 20)  # readers follow the block size the manifest records
+    with open_version(tmp_path) as v:
+        np.testing.assert_array_equal(v.read_array("big.npy"), big)
+        assert v.read_bytes("big.bin") == big.tobytes()
+        np.testing.assert_array_equal(v.read_faiss_index("big.faiss").reconstruct_n(0, 300), big)
+    for name in ("big.npy", "big.bin"):
+        file = tmp_path / version / name
+        data = bytearray(file.read_bytes())
+        assert len(data) > 3 * 4096
+        for position in (100, 4096 + 10, len(data) - 1):
+            damaged = bytearray(data)
+            damaged[position] ^= 0x10
+            file.write_bytes(damaged)
+            with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
+                v.read_array(name) if name.endswith(".npy") else v.read_bytes(name)
+        file.write_bytes(data)
+    file = tmp_path / version / "big.faiss"
+    data = bytearray(file.read_bytes())
+    for position in [*range(0, 120, 3), 4096 * 2 + 5, len(data) - 1]:  # a damaged size field must never reach FAISS
+        damaged = bytearray(data)
+        damaged[position] ^= 0xFF
+        file.write_bytes(damaged)
+        with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
+            v.read_faiss_index("big.faiss")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_files_left_open_are_refused_and_closed(tmp_path):
+    before = _open_fds()
+
+    def write(w):
+        w.open("a.bin").write(b"x")
+
+    with pytest.raises(ValueError, match="left open"):
+        save_version(tmp_path, write, {})
+    with pytest.raises(ZeroDivisionError):
+        save_version(tmp_path, lambda w: (w.open("b.bin"), 1 / 0), {})
+    assert _open_fds() == before
+    assert sorted(os.listdir(tmp_path)) == [".lock"]
+
+
+def test_a_full_disk_keeps_the_previous_version(tmp_path, monkeypatch):
+    name = _save(tmp_path, seed=1)
+    real_write = os.write
+    written = [0]
+
+    def failing_write(fd, data):
+        written[0] += 1
+        if written[0] > 2:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(vd.os, "write", failing_write)
+    with pytest.raises(DocumentStoreError, match="No space left on device"):
+        _save(tmp_path, seed=2)
+    monkeypatch.setattr(vd.os, "write", real_write)
+    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert _load(tmp_path)["meta"]["seed"] == 1
+
+
+def test_a_damaged_lock_or_manifest_is_named(tmp_path):
+    version = _save(tmp_path)
+    (tmp_path / version / ".lock").unlink()
+    with pytest.raises(DocumentStoreError, match=r"has no \.lock file; create it"):
+        _load(tmp_path)
+    (tmp_path / version / ".lock").touch()
+    (tmp_path / version / "manifest.json").unlink()
+    with pytest.raises(DocumentStoreError, match=r"manifest\.json cannot be opened"):
+        _load(tmp_path)
