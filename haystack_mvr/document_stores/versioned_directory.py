@@ -5,7 +5,8 @@ A store folder holds versions, one of them current::
     path/.lock                  locked exclusively by a save: savers (processes and threads) take turns
     path/CURRENT                the current version's name, ``v-`` + 32 hex digits (replaced atomically, last)
     path/v-<hex>/.lock          locked shared by every reader of that version, for as long as it reads
-    path/v-<hex>/manifest.json  format, the caller's metadata, each file's size and CRC-32, its own CRC-32
+    path/v-<hex>/manifest.json  format, the caller's metadata, each file's size and the CRC-32 of each of its
+                                4 MiB blocks, the manifest's own CRC-32 (over its canonical JSON)
     path/v-<hex>/<files>        the caller's files
 
 ``save_version`` writes a new version into ``path/.partial-<hex>``, checksumming each file in the same pass that
@@ -16,8 +17,13 @@ moment leaves the previous version loadable. A folder with versions but no valid
 a save refuses rather than delete data it cannot account for.
 
 ``open_version`` validates ``CURRENT`` strictly (a regular file naming a real folder directly inside ``path``),
-holds a shared lock on that version while the caller reads, and verifies every file against the manifest before
-returning its content. Every failure is a ``DocumentStoreError`` naming the file; file content is never echoed.
+holds a shared lock on that version while the caller reads, and verifies every block of a file against the
+manifest before using it: each file is read once, and FAISS never parses unverified bytes. Every failure is a
+``DocumentStoreError`` naming the file (file content is never echoed); a manifest whose own checksum fails is
+refused, so any damage to it is an error, never a different load.
+
+CRC-32 (zlib, about 3.5 GB/s on one core here) detects every burst error of up to 32 bits and is 4-5x faster than
+BLAKE2b and 2.4x faster than SHA-256; it guards against damage, not against tampering.
 
 Example::
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import io
 import json
 import logging
@@ -79,14 +86,48 @@ _OPEN_RETRIES = 100
 
 _thread_locks: dict[str, threading.Lock] = {}  # one per store folder: threads of a process save in turn
 _thread_locks_guard = threading.Lock()
+# A flock belongs to an open file description, which a forked child shares: a child keeping a copy of a lock fd
+# would hold the lock until it exits (and block every later save, or keep an old version). Lock fds are therefore
+# registered, and a forked child lets go of its copies (see _after_fork_in_child).
+_lock_fds: dict[int, int] = {}  # fd -> ident of the thread holding it
+_fork_guard = threading.Lock()  # held across opening/closing a lock fd and its (de)registration, and across fork
 
 
-def _reset_thread_locks() -> None:  # a forked child must not inherit a lock held by a thread that is not there
+def _open_lock_fd(path: str | Path, flags: int, dir_fd: int | None = None) -> int:
+    with _fork_guard:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+        _lock_fds[fd] = threading.get_ident()
+    return fd
+
+
+def _close_lock_fd(fd: int) -> None:
+    with _fork_guard:
+        del _lock_fds[fd]
+        os.close(fd)  # releases the flock (unless a forked child still shares it: see _after_fork_in_child)
+
+
+def _after_fork_in_child() -> None:
+    """Let go of the parent's locks: the child does not inherit them (a reader's block goes on, unlocked)."""
     global _thread_locks, _thread_locks_guard
-    _thread_locks, _thread_locks_guard = {}, threading.Lock()
+    _thread_locks, _thread_locks_guard = {}, threading.Lock()  # the threads holding them did not survive the fork
+    me = threading.get_ident()
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            for fd, owner in list(_lock_fds.items()):
+                if owner == me:  # this thread closes it later: keep the number taken, on /dev/null
+                    os.dup2(null, fd)
+                else:  # no thread of the child will close it
+                    del _lock_fds[fd]
+                    os.close(fd)
+        finally:
+            os.close(null)
+    _fork_guard.release()
 
 
-os.register_at_fork(after_in_child=_reset_thread_locks)
+os.register_at_fork(
+    before=_fork_guard.acquire, after_in_parent=_fork_guard.release, after_in_child=_after_fork_in_child
+)
 
 
 def _fail(msg: str, cause: BaseException | None = None) -> DocumentStoreError:
@@ -314,8 +355,8 @@ def _parse_manifest(data: bytes, where: Path) -> dict[str, Any]:
         raise _fail(msg)
     if manifest.get("format_version") != FORMAT_VERSION:
         msg = (
-            f"{where} has manifest format version {manifest.get('format_version')!r:.20}; this haystack-mvr reads "
-            f"version {FORMAT_VERSION}: upgrade haystack-mvr, or save the store again."
+            f"{where} has another manifest format version than the one this haystack-mvr reads ({FORMAT_VERSION}), "
+            f"or is damaged: upgrade haystack-mvr, or save the store again."
         )
         raise _fail(msg)
     crc = manifest.pop("manifest_crc32", None)
@@ -475,14 +516,14 @@ def _store_lock(path: Path) -> Iterator[None]:
     with thread_lock:
         lock_path = path / LOCK
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = _open_lock_fd(lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
             raise _os_error("open the store lock", lock_path, e) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)  # releases the flock
+            _close_lock_fd(fd)
 
 
 def save_version(
@@ -602,7 +643,7 @@ def _remove_unused(path: Path, current: str) -> None:
 
 def _remove_version(path: Path, name: str) -> None:
     try:
-        fd = os.open(path / name / LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_lock_fd(path / name / LOCK, os.O_RDWR)
     except FileNotFoundError:
         fd = None  # no lock file: no reader can hold this folder
     try:
@@ -617,7 +658,7 @@ def _remove_version(path: Path, name: str) -> None:
             os.unlink(trash / LOCK)  # readers waiting on its lock see it unlinked and retry
     finally:
         if fd is not None:
-            os.close(fd)
+            _close_lock_fd(fd)
     shutil.rmtree(trash)
 
 
@@ -733,11 +774,43 @@ class VersionReader:
         return flat.view(dtype).reshape(shape, order="F" if fortran else "C")
 
     def read_faiss_index(self, name: str, io_flags: int = 0) -> Any:
-        """The FAISS index written by ``VersionWriter.write_faiss_index`` as ``name``.
+        """The FAISS index written by ``VersionWriter.write_faiss_index`` as ``name``; FAISS parses verified bytes only.
 
-        The file is read once; FAISS parses each block only after it matched its checksum.
+        A file that fits easily in memory is verified first (read into a small reused buffer), then read by FAISS
+        itself from the page cache, through the same open file: measured faster than streaming it through a Python
+        callback (1.4x vs 1.6x a raw ``read_index`` on a 2-core VM). A larger one is streamed, each block verified
+        before FAISS gets it, so it is read from disk once. ``io_flags`` apply to the first way only.
         """
         fd, verifier = self._open(name)
+        try:
+            if verifier.size <= _available_memory() // 4:
+                self._verify_all(verifier, fd)
+                # through /proc/self/fd: the very file just verified, whatever happens to its name meanwhile
+                return self._parse(verifier, functools.partial(faiss.read_index, f"/proc/self/fd/{fd}", io_flags), None)
+            return self._stream_faiss_index(verifier, fd)
+        finally:
+            os.close(fd)
+
+    def _verify_all(self, verifier: _Verifier, fd: int) -> None:
+        buffer = memoryview(bytearray(min(verifier.size, BLOCK) or 1))
+        try:
+            while got := os.readv(fd, [buffer]):
+                verifier.update(buffer[:got])
+        except OSError as e:
+            raise _os_error("read", verifier.file, e) from e
+        verifier.finish(fd)
+
+    @staticmethod
+    def _parse(verifier: _Verifier, read: Callable[[], Any], state: dict[str, Any] | None) -> Any:
+        try:
+            return read()
+        except RuntimeError as e:
+            if state is not None and state["error"] is not None:
+                raise state["error"] from None
+            msg = f"FAISS could not read {verifier.file} (it matched its checksums): {e}"
+            raise _fail(msg, e) from e
+
+    def _stream_faiss_index(self, verifier: _Verifier, fd: int) -> Any:
         blocks = iter(verifier.block_sizes())
         state: dict[str, Any] = {"block": b"", "at": 0, "error": None}
 
@@ -751,29 +824,32 @@ class VersionReader:
                     block, at = self._read(verifier, fd, size), 0
                 except DocumentStoreError as e:
                     state["error"] = e
-                    return b""  # FAISS then fails on a short read; the checksum error is raised below
+                    return b""  # FAISS then fails on a short read; the checksum error is raised instead
                 state["block"] = block
             if at == 0 and want >= len(block):
                 state["at"] = len(block)
-                return block
+                return block  # a whole verified block, without a copy
             piece = block[at : at + want]
             state["at"] = at + len(piece)
             return piece
 
-        try:
-            try:
-                index = faiss.read_index(faiss.PyCallbackIOReader(read, 1 << 40), io_flags)
-            except RuntimeError as e:
-                if state["error"] is not None:
-                    raise state["error"] from None
-                msg = f"FAISS could not read {verifier.file} (its blocks matched their checksums): {e}"
-                raise _fail(msg, e) from e
-            for size in blocks:  # bytes FAISS did not need are verified too
-                self._read(verifier, fd, size)
-            verifier.finish(fd)
-        finally:
-            os.close(fd)
+        index = self._parse(verifier, lambda: faiss.read_index(faiss.PyCallbackIOReader(read, 1 << 40)), state)
+        for size in blocks:  # bytes FAISS did not need are verified too
+            self._read(verifier, fd, size)
+        verifier.finish(fd)
         return index
+
+
+def _available_memory() -> int:
+    """Bytes of memory available without swapping (MemAvailable), 0 if unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 class _Verifier:
@@ -844,7 +920,7 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
             _check_version_dir(path, name)  # a symbolic link or not a folder: raises
             raise
         try:
-            lock_fd = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            lock_fd = _open_lock_fd(LOCK, os.O_RDONLY, dir_fd=dir_fd)
         except FileNotFoundError:
             os.close(dir_fd)
             if name == last_missing:
@@ -863,10 +939,10 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
             if os.fstat(lock_fd).st_nlink > 0:
                 return name, dir_fd, lock_fd
         except BaseException:
-            os.close(lock_fd)
+            _close_lock_fd(lock_fd)
             os.close(dir_fd)
             raise
-        os.close(lock_fd)  # a save removed this version while we waited: read CURRENT again
+        _close_lock_fd(lock_fd)  # a save removed this version while we waited: read CURRENT again
         os.close(dir_fd)
     msg = f"Could not open the store at {path}: its current version kept changing ({_OPEN_RETRIES} tries)."
     raise DocumentStoreError(msg)
@@ -904,5 +980,5 @@ def open_version(path: str | Path) -> Iterator[VersionReader]:
         finally:
             reader._dir_fd = None
     finally:
-        os.close(lock_fd)
+        _close_lock_fd(lock_fd)
         os.close(dir_fd)

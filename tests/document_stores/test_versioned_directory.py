@@ -395,8 +395,10 @@ def test_internal_names_match_the_docs():
 # ------------------------------------------------------------------------------------------- blocks and failures
 
 
-def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(vd, "BLOCK", 4096)  # the 20 x 8 test index spans several blocks
+@pytest.mark.parametrize("memory", [0, 1 << 40], ids=["streamed", "verified-first"])
+def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, memory):
+    monkeypatch.setattr(vd, "_available_memory", lambda: memory)
+    monkeypatch.setattr(vd, "BLOCK", 4096)  # the test files span several blocks
     write, _, _ = _writer(0)
     big = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
 

@@ -187,3 +187,44 @@ def test_a_killed_reader_releases_its_version(tmp_path):
     reader.join()
     newest = _save(tmp_path, seed=3)
     assert _entries(tmp_path) == [".lock", "CURRENT", newest]
+
+
+def test_a_child_forked_during_a_save_waits_for_it_then_saves(tmp_path):
+    """The per-folder thread lock held at fork time is not inherited; the folder's flock still orders the saves."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(w: VersionWriter) -> None:
+        entered.set()
+        release.wait(60)
+        w.write_bytes("documents.jsonl", b"parent")
+
+    parent = threading.Thread(target=save_version, args=(tmp_path, slow, {"seed": 1}))
+    parent.start()
+    assert entered.wait(60)
+    child = FORK.Process(target=_save, args=(tmp_path, 2))
+    child.start()
+    time.sleep(0.3)
+    assert child.is_alive()  # waiting for the parent's save
+    release.set()
+    parent.join()
+    child.join(60)
+    assert child.exitcode == 0
+    assert _load_and_check(tmp_path) == 2
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_child_forked_by_a_reader_does_not_keep_its_version(tmp_path):
+    old = _save(tmp_path, seed=1)
+    with open_version(tmp_path):
+        child = FORK.Process(target=_sleep, args=(30,))  # forked while this thread holds the version's lock
+        child.start()
+    try:
+        new = _save(tmp_path, seed=2)
+        assert _entries(tmp_path) == [".lock", "CURRENT", new]  # the child's copy of the lock was closed
+        assert old not in _entries(tmp_path)
+    finally:
+        child.kill()
+        child.join()

@@ -1,0 +1,190 @@
+"""Save and load of a FAISS Flat index through ``versioned_directory`` vs raw ``faiss.write_index``/``read_index``.
+
+    python benchmarks/versioned_directory_speed.py                    # 10^6 x 384 float32 (1.5 GB), ~5 min
+    python benchmarks/versioned_directory_speed.py --rows 100000 --repeats 3   # smoke test
+
+Each repeat runs every method once, in a shuffled order (interleaved, so drifts of a shared machine hit every
+method alike); the report gives the median and the min-max spread. Before each timed operation the benchmark
+runs ``os.sync()`` (untimed), so no method pays for the write-back of another one's dirty pages.
+
+- ``raw_write``: ``faiss.write_index(index, path)`` into a fresh file (no fsync: the data may sit in the page cache);
+- ``raw_write_fsync``: the same plus ``fsync`` of the file and its folder (what durability costs by itself);
+- ``save_nofsync``: ``save_version(..., fsync=False)``: the index streamed through the CRC-32, a manifest, the
+  ``CURRENT`` swap and the removal of the previous version;
+- ``save``: ``save_version`` as used (fsync of files and folders);
+- ``raw_read`` / ``load``: ``faiss.read_index(path)`` vs ``open_version`` + ``read_faiss_index`` (the file is read
+  once, checksummed while read, then parsed), with the file in the page cache (just written) and, for
+  ``*_cold``, dropped from it first (``posix_fadvise(DONTNEED)`` after a sync).
+
+Writes ``benchmarks/results/versioned_directory_speed.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from haystack_mvr.document_stores.versioned_directory import open_version, save_version  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def drop_cache(path: Path) -> None:
+    os.sync()
+    for file in [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def fsync_path(path: Path, folder: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the loads from disk")
+    parser.add_argument("--out", default="versioned_directory_speed")
+    args = parser.parse_args()
+
+    faiss.omp_set_num_threads(1)
+    index = faiss.IndexFlatIP(args.dim)
+    rng = np.random.default_rng(0)
+    for lo in range(0, args.rows, 100_000):
+        index.add(rng.random((min(100_000, args.rows - lo), args.dim), dtype=np.float32))
+    nbytes = index.ntotal * args.dim * 4
+    print(f"index: {index.ntotal} x {args.dim} float32 = {nbytes / 1e9:.2f} GB", flush=True)
+
+    work = Path(tempfile.mkdtemp(prefix="vd-speed-", dir=args.dir))
+    raw_file, store = work / "raw.faiss", work / "store"
+    checked: dict[str, bool] = {}
+
+    def raw_write() -> None:
+        tmp = work / "raw.new"
+        faiss.write_index(index, str(tmp))
+        os.replace(tmp, raw_file)
+
+    def raw_write_fsync() -> None:
+        tmp = work / "raw.new"
+        faiss.write_index(index, str(tmp))
+        fsync_path(tmp)
+        os.replace(tmp, raw_file)
+        fsync_path(work, folder=True)
+
+    def save(fsync: bool) -> None:
+        save_version(store, lambda w: w.write_faiss_index("index.faiss", index), {"rows": index.ntotal}, fsync=fsync)
+
+    def raw_read() -> None:
+        loaded = faiss.read_index(str(raw_file))
+        checked["raw_read"] = loaded.ntotal == index.ntotal
+
+    def load() -> None:
+        with open_version(store) as version:
+            loaded = version.read_faiss_index("index.faiss")
+        checked["load"] = loaded.ntotal == index.ntotal
+
+    methods = {
+        "raw_write": raw_write,
+        "raw_write_fsync": raw_write_fsync,
+        "save_nofsync": lambda: save(False),
+        "save": lambda: save(True),
+    }
+    reads = {"raw_read": raw_read, "load": load}
+    times: dict[str, list[float]] = {name: [] for name in [*methods, *reads]}
+    if not args.no_cold:
+        times.update({"raw_read_cold": [], "load_cold": []})
+    order = random.Random(0)
+    raw_write()
+    save(True)
+    for repeat in range(args.repeats):
+        steps = list(methods.items()) + list(reads.items())
+        if not args.no_cold:
+            steps += [("raw_read_cold", raw_read), ("load_cold", load)]
+        order.shuffle(steps)
+        for name, method in steps:
+            if name.endswith("_cold"):
+                drop_cache(raw_file if name.startswith("raw") else store)
+            else:
+                os.sync()
+            started = time.perf_counter()
+            method()
+            times[name].append(time.perf_counter() - started)
+        print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
+    shutil.rmtree(work)
+    assert all(checked.values()), checked
+
+    summary = {
+        name: {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t), "runs_s": t}
+        for name, t in times.items()
+    }
+    med = {name: s["median_s"] for name, s in summary.items()}
+    ratios = {
+        "save / raw_write": med["save"] / med["raw_write"],
+        "save / raw_write_fsync": med["save"] / med["raw_write_fsync"],
+        "save_nofsync / raw_write": med["save_nofsync"] / med["raw_write"],
+        "load / raw_read": med["load"] / med["raw_read"],
+    }
+    if not args.no_cold:
+        ratios["load_cold / raw_read_cold"] = med["load_cold"] / med["raw_read_cold"]
+    result = {
+        "rows": index.ntotal,
+        "dim": args.dim,
+        "index_bytes": nbytes,
+        "repeats": args.repeats,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
+        f"faiss {faiss.__version__}, numpy {np.__version__}",
+        "methods": summary,
+        "ratios_of_medians": ratios,
+        "fsync_cost_s": {
+            "raw": med["raw_write_fsync"] - med["raw_write"],
+            "versioned_directory": med["save"] - med["save_nofsync"],
+        },
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        f"# versioned_directory save/load vs raw FAISS ({index.ntotal:,} x {args.dim} Flat, {nbytes / 1e9:.2f} GB)",
+        "",
+        f"{result['machine']}; {args.repeats} interleaved repeats; median (min-max) seconds, GB/s of index bytes.",
+        "",
+        "| method | median s | min-max s | GB/s |",
+        "|---|---|---|---|",
+    ]
+    for name, s in summary.items():
+        lines.append(
+            f"| {name} | {s['median_s']:.2f} | {s['min_s']:.2f}-{s['max_s']:.2f} | {nbytes / 1e9 / s['median_s']:.2f} |"
+        )
+    lines += ["", "| ratio of medians | |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f}x |" for k, v in ratios.items()]
+    fs = result["fsync_cost_s"]
+    lines += ["", f"fsync cost (median difference): raw {fs['raw']:.2f} s, versioned_directory {fs['versioned_directory']:.2f} s."]
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
