@@ -18,7 +18,7 @@ a save refuses rather than delete data it cannot account for.
 
 ``open_version`` validates ``CURRENT`` strictly (a regular file naming a real folder directly inside ``path``),
 holds a shared lock on that version while the caller reads, and verifies every block of a file against the
-manifest before using it: each file is read once, and FAISS never parses unverified bytes. Every failure is a
+manifest before using it (FAISS never parses unverified bytes). Every failure is a
 ``DocumentStoreError`` naming the file (file content is never echoed); a manifest whose own checksum fails is
 refused, so any damage to it is an error, never a different load.
 
@@ -65,6 +65,16 @@ import numpy as np
 from haystack.document_stores.errors import DocumentStoreError
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ChecksumFile",
+    "UnsupportedFormatError",
+    "VersionReader",
+    "VersionWriter",
+    "current_version",
+    "open_version",
+    "save_version",
+]
 
 FORMAT = "haystack-mvr.versioned-directory"
 FORMAT_VERSION = 1
@@ -128,6 +138,10 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(
     before=_fork_guard.acquire, after_in_parent=_fork_guard.release, after_in_child=_after_fork_in_child
 )
+
+
+class UnsupportedFormatError(DocumentStoreError):
+    """A version's manifest is of another format (an older haystack-mvr layout, a newer format version) or damaged."""
 
 
 def _fail(msg: str, cause: BaseException | None = None) -> DocumentStoreError:
@@ -351,14 +365,17 @@ def _parse_manifest(data: bytes, where: Path) -> dict[str, Any]:
         msg = f"{damaged}: it is not a JSON object{fix}."
         raise _fail(msg)
     if manifest.get("format") != FORMAT:
-        msg = f"{where} is not a haystack-mvr manifest (no format {FORMAT!r}){fix}."
-        raise _fail(msg)
+        msg = (
+            f"{where} is not a manifest of format {FORMAT!r}: it is damaged, or was written by an older haystack-mvr "
+            f"(load it with that version and save it again){fix}."
+        )
+        raise UnsupportedFormatError(msg)
     if manifest.get("format_version") != FORMAT_VERSION:
         msg = (
             f"{where} has another manifest format version than the one this haystack-mvr reads ({FORMAT_VERSION}), "
             f"or is damaged: upgrade haystack-mvr, or save the store again."
         )
-        raise _fail(msg)
+        raise UnsupportedFormatError(msg)
     crc = manifest.pop("manifest_crc32", None)
     if set(manifest) != {"format", "format_version", "checksum", "files", "meta"} or not isinstance(crc, str):
         msg = f"{damaged}: its fields are not the expected ones{fix}."
@@ -588,7 +605,11 @@ def _write_version(path: Path, write: Callable[[VersionWriter], None], meta: dic
         folder = path / name
         _swap_pointer(path, name, fsync)
     except BaseException as e:
-        shutil.rmtree(folder, ignore_errors=True)
+        committed = False
+        with contextlib.suppress(Exception):
+            committed = _read_pointer(path) == name  # failed after the swap (fsync of the folder): keep it
+        if not committed:
+            shutil.rmtree(folder, ignore_errors=True)
         if isinstance(e, OSError):
             raise _os_error("save a version into", path, e) from e
         raise
@@ -922,13 +943,17 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
         try:
             lock_fd = _open_lock_fd(LOCK, os.O_RDONLY, dir_fd=dir_fd)
         except FileNotFoundError:
-            os.close(dir_fd)
             if name == last_missing:
+                try:
+                    _read_manifest(path, name, dir_fd)  # a store of an older layout (no lock files) says so
+                finally:
+                    os.close(dir_fd)
                 msg = (
                     f"The saved version {path / name} has no {LOCK} file; create it (`touch {path / name / LOCK}`) "
                     f"and open the store again."
                 )
                 raise DocumentStoreError(msg) from None
+            os.close(dir_fd)
             last_missing = name
             continue
         except OSError as e:
@@ -957,24 +982,7 @@ def open_version(path: str | Path) -> Iterator[VersionReader]:
     path = Path(path)
     name, dir_fd, lock_fd = _lock_current(path)
     try:
-        where = path / name / MANIFEST
-        try:
-            fd = os.open(MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError as e:
-            msg = (
-                f"The saved version's manifest {where} cannot be opened ({e.strerror}); restore the folder from a "
-                f"backup, or save the store again."
-            )
-            raise _fail(msg) from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_MANIFEST:
-                msg = f"The saved version's manifest {where} is damaged (not a regular file of at most 16 MiB)."
-                raise DocumentStoreError(msg)
-            data = os.read(fd, _MAX_MANIFEST + 1)
-        finally:
-            os.close(fd)
-        reader = VersionReader(path, name, dir_fd, _parse_manifest(data, where))
+        reader = VersionReader(path, name, dir_fd, _read_manifest(path, name, dir_fd))
         try:
             yield reader
         finally:
@@ -982,3 +990,26 @@ def open_version(path: str | Path) -> Iterator[VersionReader]:
     finally:
         _close_lock_fd(lock_fd)
         os.close(dir_fd)
+
+
+def _read_manifest(path: Path, name: str, dir_fd: int) -> dict[str, Any]:
+    where = path / name / MANIFEST
+    try:
+        fd = os.open(MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as e:
+        msg = (
+            f"The saved version's manifest {where} cannot be opened ({e.strerror}); restore the folder from a "
+            f"backup, or save the store again."
+        )
+        raise _fail(msg) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_MANIFEST:
+            msg = f"The saved version's manifest {where} is damaged (not a regular file of at most 16 MiB)."
+            raise DocumentStoreError(msg)
+        data = os.read(fd, _MAX_MANIFEST + 1)
+    except OSError as e:
+        raise _os_error("read", where, e) from e
+    finally:
+        os.close(fd)
+    return _parse_manifest(data, where)

@@ -483,3 +483,37 @@ def test_a_damaged_lock_or_manifest_is_named(tmp_path):
     (tmp_path / version / "manifest.json").unlink()
     with pytest.raises(DocumentStoreError, match=r"manifest\.json cannot be opened"):
         _load(tmp_path)
+
+
+def test_a_failure_after_the_swap_keeps_the_new_version(tmp_path, monkeypatch):
+    _save(tmp_path, seed=1)
+    real_replace, real_fsync = os.replace, os.fsync
+    swapped = [False]
+
+    def replace(*args, **kwargs):
+        real_replace(*args, **kwargs)
+        swapped[0] = True
+
+    def fsync(fd):
+        if swapped[0]:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(vd.os, "replace", replace)
+    monkeypatch.setattr(vd.os, "fsync", fsync)
+    with pytest.raises(DocumentStoreError, match="Input/output error"):
+        _save(tmp_path, seed=2)
+    monkeypatch.undo()
+    assert _load(tmp_path)["meta"]["seed"] == 2  # CURRENT names it: it was not deleted
+
+
+def test_a_store_of_the_previous_layout_is_refused_then_replaced_by_a_save(tmp_path):
+    old = tmp_path / "v-0123456789abcdef0123456789abcdef"  # persistence.py before versioned_directory
+    old.mkdir()
+    (old / "manifest.json").write_text('{"format_version": 1, "checksums": {"index.faiss": "ab"}}')
+    (old / "index.faiss").write_bytes(b"old")
+    (tmp_path / "CURRENT").write_text(old.name)
+    with pytest.raises(vd.UnsupportedFormatError, match="older haystack-mvr"):
+        _load(tmp_path)
+    name = _save(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
