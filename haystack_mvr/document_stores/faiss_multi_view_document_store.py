@@ -186,6 +186,9 @@ class FaissMultiViewDocumentStore:
                 if exists and policy == DuplicatePolicy.SKIP:
                     continue
                 batch[doc.id] = (doc, views)
+            dims = next((v.shape[1] for _, v in prepared if v is not None), None)
+            if dims is not None:
+                self._view_index(dims)  # built (and its search_parameters checked) before anything changes
             if encoder is not None and self.encoder_config is None:
                 self.encoder_config = encoder
             self._remove([i for i in batch if i in self._documents])
@@ -418,9 +421,14 @@ class FaissMultiViewDocumentStore:
                 return [[] for _ in queries]
             if len(queries) == 0:
                 return []
-            found = views.search(queries, top_k, allowed, default_threads(batch, self.search_threads))
+            # beside a lossy index the kept rows re-rank a wider pool of candidates exactly
+            pool = top_k * 4 + 16 if views.keeps_rows else top_k
+            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads))
             results = []
             for query, keys in zip(queries, found, strict=True):
+                if len(keys) > top_k:
+                    scores = views.best_scores(query, keys)
+                    keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
                 docs = [self._result(int(k), query, return_embedding) for k in keys]
                 docs.sort(key=lambda d: -d.score)  # stable: FAISS order among equal scores
                 results.append(docs)

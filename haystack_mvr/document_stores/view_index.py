@@ -85,6 +85,7 @@ class ViewIndex:
         self.search_parameters = dict(search_parameters or {})
         self.keep_vectors = keep_vectors
         base = self._new_base()
+        self._apply_parameters(base)  # a parameter that does not apply is refused before any row is written
         self._trainable = not base.is_trained
         self._ivf = faiss.try_extract_index_ivf(base) is not None
         self._hnsw = isinstance(faiss.downcast_index(base), faiss.IndexHNSW)
@@ -263,6 +264,15 @@ class ViewIndex:
                     return self._exact_search(queries, want, allowed_keys)
             return self._index_search(queries, want, allowed_keys)
 
+    def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Each key's max over its held rows (kept, staged or reconstructed) for one query ``(d,)``."""
+        if len(keys) == 0:
+            return np.zeros(0, dtype=np.float32)
+        counts = np.array([self._counts[int(k)] for k in keys], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        _, vectors = self.rows_of(keys)
+        return np.maximum.reduceat(vectors @ query, starts)
+
     def _exact_search(self, queries: np.ndarray, want: int, keys: np.ndarray) -> list[np.ndarray]:
         """Score every row of ``keys`` (kept, staged or reconstructed): the best ``want`` keys per query."""
         counts = np.array([self._counts[int(k)] for k in keys], dtype=np.int64)
@@ -308,16 +318,14 @@ class ViewIndex:
             allowed_labels = np.concatenate([labels_of(int(k), self._counts[int(k)]) for k in allowed_keys])
         tombstones = self.tombstones
         selector, inner, post_filter, excluded = None, None, None, None
-        if self._selector_supported():
+        if (allowed_labels is None and not len(tombstones)) or not self._selector_supported():
+            post_filter, excluded = allowed_labels, tombstones if len(tombstones) else None
+        else:
             if allowed_labels is not None:
                 selector = faiss.IDSelectorBatch(allowed_labels)  # tombstones are never allowed
             elif len(tombstones):
                 inner = faiss.IDSelectorBatch(tombstones)
                 selector = faiss.IDSelectorNot(inner)
-        elif allowed_labels is not None:
-            post_filter = allowed_labels
-        elif len(tombstones):
-            excluded = tombstones
         params = self._params(selector)
         limit = index.ntotal  # never stop widening before the whole index was searched
         if selector is not None and allowed_labels is not None:
