@@ -163,8 +163,10 @@ class ViewIndex:
                 rows += len(views[end])
                 end += 1
             matrix = views[start] if end - start == 1 else np.concatenate(views[start:end])
-            labels = np.concatenate(
-                [labels_of(k, len(v)) for k, v in zip(keys[start:end], views[start:end], strict=True)]
+            counts = np.fromiter((len(v) for v in views[start:end]), dtype=np.int64, count=end - start)
+            firsts = np.repeat(np.cumsum(counts) - counts, counts)
+            labels = (np.repeat(np.asarray(keys[start:end], dtype=np.int64), counts) << VIEW_BITS) | (
+                np.arange(len(matrix), dtype=np.int64) - firsts
             )
             self._index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), labels)
             start = end
@@ -290,6 +292,17 @@ class ViewIndex:
             out.append(keys[top[np.argsort(-row[top], kind="stable")]])
         return out
 
+    def _flat_rows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Zero-copy ``(rows, labels)`` views of an IndexIDMap2 over IndexFlat (valid until the next change)."""
+        if not isinstance(self._index, faiss.IndexIDMap):
+            return None
+        flat = faiss.downcast_index(self._index.index)
+        if not isinstance(flat, faiss.IndexFlat) or flat.ntotal == 0:
+            return None
+        n = int(flat.ntotal)
+        rows = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
+        return rows, faiss.rev_swig_ptr(self._index.id_map.data(), n)
+
     def _params(self, selector: faiss.IDSelector | None):
         if selector is None:
             return None
@@ -337,8 +350,12 @@ class ViewIndex:
         k = int(min(limit, max(16, k)))
         results: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(queries)
         todo = np.arange(len(queries))
+        flat = self._flat_rows() if selector is None and len(queries) > 1 else None
         while len(todo) and k > 0:
-            _, labels = index.search(queries[todo], k, params=params)
+            if flat is not None:  # a batch over Flat: one sgemm per block of rows beats FAISS's batched path
+                labels = _flat_top_k(queries[todo], k, *flat)
+            else:
+                _, labels = index.search(queries[todo], k, params=params)
             short = []
             for row, qi in enumerate(todo):
                 found = labels[row]
@@ -444,6 +461,30 @@ class ViewIndex:
     @property
     def tombstones(self) -> np.ndarray:
         return np.sort(np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones)))
+
+
+def _flat_top_k(queries: np.ndarray, k: int, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The labels of each query's ``k`` best rows by inner product, best first: exact, like ``IndexFlatIP``."""
+    n = len(rows)
+    k = min(k, n)
+    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+    block = max(k, (1 << 24) // max(1, len(queries)))  # at most 16M scores (64 MiB) at a time
+    for lo in range(0, n, block):
+        scores = queries @ rows[lo : lo + block].T
+        take = min(k, scores.shape[1])
+        part = np.argpartition(-scores, take - 1, axis=1)[:, :take] if take < scores.shape[1] else None
+        if part is None:
+            part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, part, 1)], axis=1)
+        merged_rows = np.concatenate([best_rows, part + lo], axis=1)
+        if merged_scores.shape[1] > k:
+            keep = np.argpartition(-merged_scores, k - 1, axis=1)[:, :k]
+            merged_scores = np.take_along_axis(merged_scores, keep, 1)
+            merged_rows = np.take_along_axis(merged_rows, keep, 1)
+        best_scores, best_rows = merged_scores, merged_rows
+    order = np.argsort(-best_scores, axis=1, kind="stable")
+    return labels[np.take_along_axis(best_rows, order, 1)]
 
 
 def _unique_in_order(keys: np.ndarray) -> np.ndarray:
