@@ -54,6 +54,7 @@ import re
 import shutil
 import stat
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -526,25 +527,63 @@ def _check_version_dir(path: Path, name: str) -> None:
 
 
 @contextlib.contextmanager
-def _store_lock(path: Path) -> Iterator[None]:
+def _store_lock(path: Path, timeout: float | None) -> Iterator[None]:
+    lock_path = path / LOCK
+    deadline = None if timeout is None else time.monotonic() + timeout
     key = os.path.realpath(path)
     with _thread_locks_guard:
         thread_lock = _thread_locks.setdefault(key, threading.Lock())
-    with thread_lock:
-        lock_path = path / LOCK
+    if not thread_lock.acquire(timeout=-1 if timeout is None else timeout):
+        msg = f"Another thread of this process kept saving into {path} for more than {timeout} s; try again later."
+        raise DocumentStoreError(msg)
+    try:
         try:
             fd = _open_lock_fd(lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
             raise _os_error("open the store lock", lock_path, e) from e
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _flock_exclusive(fd, lock_path, deadline)
+            with contextlib.suppress(OSError):  # who holds it, for the message of a save that times out
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
             yield
         finally:
             _close_lock_fd(fd)
+    finally:
+        thread_lock.release()
+
+
+def _flock_exclusive(fd: int, lock_path: Path, deadline: float | None) -> None:
+    if deadline is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                with contextlib.suppress(OSError, ValueError):
+                    holder = int(os.pread(fd, 16, 0))
+                    msg = (
+                        f"Process {holder} is saving into {lock_path.parent} (it holds {lock_path}) and did not "
+                        f"finish in time; try again later, or stop that process if it hangs."
+                    )
+                    raise DocumentStoreError(msg) from None
+                msg = f"Another process holds {lock_path} and did not finish saving in time; try again later."
+                raise DocumentStoreError(msg) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
 
 def save_version(
-    path: str | Path, write: Callable[[VersionWriter], None], meta: dict[str, Any], *, fsync: bool = True
+    path: str | Path,
+    write: Callable[[VersionWriter], None],
+    meta: dict[str, Any],
+    *,
+    fsync: bool = True,
+    lock_timeout: float | None = None,
 ) -> str:
     """Save a new version of the files at ``path`` and make it current; returns its name (``v-<hex>``).
 
@@ -553,6 +592,7 @@ def save_version(
     :param meta: JSON-serialisable metadata kept in the manifest; read back as ``VersionReader.meta``.
     :param fsync: Flush files and folders to disk before the version becomes current (turn off only for
         throw-away stores: without it a power loss can leave no loadable version).
+    :param lock_timeout: Seconds to wait for another save into ``path`` to finish; ``None`` waits as long as it takes.
     :raises DocumentStoreError: ``path`` holds versions but no valid ``CURRENT`` (nothing is deleted), or an OS error.
     """
     path = Path(path)
@@ -560,7 +600,7 @@ def save_version(
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _os_error("create the store folder", path, e) from e
-    with _store_lock(path):
+    with _store_lock(path, lock_timeout):
         current_version(path)  # refuses to save over versions it cannot account for
         name = _write_version(path, write, meta, fsync)
         _remove_unused(path, name)

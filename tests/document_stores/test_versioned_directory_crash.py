@@ -15,6 +15,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
+from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores.versioned_directory import VersionWriter, open_version, save_version
 
@@ -228,3 +229,35 @@ def test_a_child_forked_by_a_reader_does_not_keep_its_version(tmp_path):
     finally:
         child.kill()
         child.join()
+
+
+def _save_slowly(path: Path, entered, release) -> None:
+    def slow(w: VersionWriter) -> None:
+        entered.set()
+        release.wait(60)
+
+    save_version(path, slow, {})
+
+
+def test_a_save_waiting_too_long_for_another_names_it(tmp_path):
+    entered, release = FORK.Event(), FORK.Event()
+    other = FORK.Process(target=_save_slowly, args=(tmp_path, entered, release))
+    other.start()
+    try:
+        assert entered.wait(60)
+        with pytest.raises(DocumentStoreError, match=rf"Process {other.pid} is saving into"):
+            save_version(tmp_path, lambda w: None, {}, lock_timeout=0.2)
+    finally:
+        release.set()
+        other.join(60)
+    entered, release = threading.Event(), threading.Event()
+    thread = threading.Thread(target=_save_slowly, args=(tmp_path, entered, release))
+    thread.start()
+    try:
+        assert entered.wait(60)
+        with pytest.raises(DocumentStoreError, match="Another thread of this process"):
+            save_version(tmp_path, lambda w: None, {}, lock_timeout=0.1)
+    finally:
+        release.set()
+        thread.join()
+    assert _save(tmp_path, seed=3)
