@@ -837,17 +837,18 @@ class VersionReader:
     def read_faiss_index(self, name: str, io_flags: int = 0) -> Any:
         """The FAISS index written by ``VersionWriter.write_faiss_index`` as ``name``; FAISS parses verified bytes only.
 
-        A file that fits easily in memory is verified first (read into a small reused buffer), then read by FAISS
-        itself from the page cache, through the same open file: measured faster than streaming it through a Python
-        callback (1.4x vs 1.6x a raw ``read_index`` on a 2-core VM). A larger one is streamed, each block verified
-        before FAISS gets it, so it is read from disk once. ``io_flags`` apply to the first way only.
+        A file that fits easily in memory (or read with ``io_flags``, such as ``faiss.IO_FLAG_MMAP``) is verified
+        first, through a small reused buffer, then read by FAISS itself from the page cache: measured faster than
+        streaming it through a Python callback (1.29x vs 1.48x a raw ``read_index`` of a 1.5 GB index on a shared
+        2-core VM). A larger one is streamed, each block verified before FAISS gets it, so it is read from disk once.
         """
         fd, verifier = self._open(name)
         try:
-            if verifier.size <= _available_memory() // 4:
+            if io_flags or verifier.size <= _available_memory() // 4:
                 self._verify_all(verifier, fd)
-                # through /proc/self/fd: the very file just verified, whatever happens to its name meanwhile
-                return self._parse(verifier, functools.partial(faiss.read_index, f"/proc/self/fd/{fd}", io_flags), None)
+                # through /proc/self/fd: the very file just verified, whatever happened to its name meanwhile
+                file = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else str(verifier.file)
+                return self._parse(verifier, functools.partial(faiss.read_index, file, io_flags), None)
             return self._stream_faiss_index(verifier, fd)
         finally:
             os.close(fd)

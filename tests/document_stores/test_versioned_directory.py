@@ -517,3 +517,17 @@ def test_a_store_of_the_previous_layout_is_refused_then_replaced_by_a_save(tmp_p
         _load(tmp_path)
     name = _save(tmp_path)
     assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+
+
+def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
+    monkeypatch.setattr(vd, "_available_memory", lambda: 0)  # io_flags need FAISS to open the file itself
+    version = _save(tmp_path)
+    with open_version(tmp_path) as v:
+        index = v.read_faiss_index("index.faiss", faiss.IO_FLAG_MMAP_IFC)  # read-only: codes mapped from the file
+        np.testing.assert_array_equal(index.reconstruct_n(0, index.ntotal), _writer(0)[1])
+    file = tmp_path / version / "index.faiss"
+    data = bytearray(file.read_bytes())
+    data[10] ^= 1
+    file.write_bytes(data)
+    with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
+        v.read_faiss_index("index.faiss", faiss.IO_FLAG_MMAP_IFC)
