@@ -542,7 +542,10 @@ def _store_lock(path: Path, timeout: float | None) -> Iterator[None]:
         except OSError as e:
             raise _os_error("open the store lock", lock_path, e) from e
         try:
-            _flock_exclusive(fd, lock_path, deadline)
+            try:
+                _flock_exclusive(fd, lock_path, deadline)
+            except OSError as e:
+                raise _os_error("lock", lock_path, e) from e
             with contextlib.suppress(OSError):  # who holds it, for the message of a save that times out
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -767,8 +770,10 @@ class VersionReader:
                     f"{entry['bytes']}; restore the folder from a backup, or save the store again."
                 )
                 raise DocumentStoreError(msg)
-        except BaseException:
+        except BaseException as e:
             os.close(fd)
+            if isinstance(e, OSError):
+                raise _os_error("inspect", file, e) from e
             raise
         return fd, _Verifier(file, entry)
 
@@ -978,9 +983,9 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
                 _check_version_dir(path, name)  # still missing: raises
             last_missing = name  # a save may have replaced it: read CURRENT again
             continue
-        except OSError:
+        except OSError as e:
             _check_version_dir(path, name)  # a symbolic link or not a folder: raises
-            raise
+            raise _os_error("open", path / name, e) from e
         try:
             lock_fd = _open_lock_fd(LOCK, os.O_RDONLY, dir_fd=dir_fd)
         except FileNotFoundError:
@@ -1004,9 +1009,11 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
             fcntl.flock(lock_fd, fcntl.LOCK_SH)
             if os.fstat(lock_fd).st_nlink > 0:
                 return name, dir_fd, lock_fd
-        except BaseException:
+        except BaseException as e:
             _close_lock_fd(lock_fd)
             os.close(dir_fd)
+            if isinstance(e, OSError):
+                raise _os_error("lock", path / name / LOCK, e) from e
             raise
         _close_lock_fd(lock_fd)  # a save removed this version while we waited: read CURRENT again
         os.close(dir_fd)
