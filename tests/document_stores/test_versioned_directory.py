@@ -395,9 +395,8 @@ def test_internal_names_match_the_docs():
 # ------------------------------------------------------------------------------------------- blocks and failures
 
 
-@pytest.mark.parametrize("memory", [0, 1 << 40], ids=["streamed", "verified-first"])
-def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, memory):
-    monkeypatch.setattr(vd, "_available_memory", lambda: memory)
+@pytest.mark.parametrize("io_flags", [0, faiss.IO_FLAG_READ_ONLY], ids=["streamed", "verified-first"])
+def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, io_flags):
     monkeypatch.setattr(vd, "BLOCK", 4096)  # the test files span several blocks
     write, _, _ = _writer(0)
     big = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
@@ -415,7 +414,7 @@ def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, me
     with open_version(tmp_path) as v:
         np.testing.assert_array_equal(v.read_array("big.npy"), big)
         assert v.read_bytes("big.bin") == big.tobytes()
-        np.testing.assert_array_equal(v.read_faiss_index("big.faiss").reconstruct_n(0, 300), big)
+        np.testing.assert_array_equal(v.read_faiss_index("big.faiss", io_flags).reconstruct_n(0, 300), big)
     for name in ("big.npy", "big.bin"):
         file = tmp_path / version / name
         data = bytearray(file.read_bytes())
@@ -434,7 +433,7 @@ def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, me
         damaged[position] ^= 0xFF
         file.write_bytes(damaged)
         with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
-            v.read_faiss_index("big.faiss")
+            v.read_faiss_index("big.faiss", io_flags)
 
 
 def _open_fds() -> int:
@@ -520,7 +519,6 @@ def test_a_store_of_the_previous_layout_is_refused_then_replaced_by_a_save(tmp_p
 
 
 def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
-    monkeypatch.setattr(vd, "_available_memory", lambda: 0)  # io_flags need FAISS to open the file itself
     version = _save(tmp_path)
     with open_version(tmp_path) as v:
         index = v.read_faiss_index("index.faiss", faiss.IO_FLAG_MMAP_IFC)  # read-only: codes mapped from the file
