@@ -248,11 +248,8 @@ class ViewIndex:
         Exactly ``min(want, documents)`` keys per query: searches widen until enough unique documents are found or
         the whole index was searched, and an approximate index that still falls short is finished exactly.
         """
-        if allowed_keys is not None:
-            allowed_keys = allowed_keys[np.isin(allowed_keys, self.keys())] if len(allowed_keys) else allowed_keys
-            available = len(allowed_keys)
-        else:
-            available = self.document_count
+        # allowed_keys: keys of documents with rows (the store passes no others)
+        available = len(allowed_keys) if allowed_keys is not None else self.document_count
         want = min(want, available)
         if want == 0:
             return [np.zeros(0, dtype=np.int64) for _ in queries]

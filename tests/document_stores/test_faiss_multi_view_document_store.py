@@ -219,3 +219,38 @@ def test_to_dict_and_back():
         },
     }
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
+
+
+@pytest.mark.parametrize("through_faiss", [False, True], ids=["small-filter-exact", "selector-or-widening"])
+@pytest.mark.parametrize(
+    ("factory", "params"),
+    [
+        ("PQ8", None),
+        ("OPQ8,PQ8", None),
+        ("IVF16,PQ8", {"nprobe": 4}),
+        ("IVF16,Flat", {"nprobe": 16}),
+        ("HNSW32", None),
+    ],
+)
+def test_filtered_search_returns_top_k_on_every_index(factory, params, through_faiss, monkeypatch):
+    """Issue 13: with 6 matching documents and top_k=5, PQ/OPQ/IVF-PQ returned 0, IVF16,Flat 0-1 and HNSW32 1."""
+    from haystack_mvr.document_stores.view_index import ViewIndex
+
+    if through_faiss:
+        monkeypatch.setattr(ViewIndex, "exact_rows", 0)
+    rng = np.random.default_rng(0)
+    views = rng.normal(size=(2000, 4, 32)).astype(np.float32)
+    store = FaissMultiViewDocumentStore(
+        index_factory=factory, search_parameters=params, train_size=1000, search_threads=1
+    )
+    store.write_documents(
+        [attach_views(Document(id=f"d{i}", content="x", meta={"tag": i % 333 == 7}), v) for i, v in enumerate(views)]
+    )
+    matching = [i for i in range(2000) if i % 333 == 7]
+    assert len(matching) == 6
+    for q in rng.normal(size=(5, 32)).astype(np.float32):
+        hits = store.search(q, top_k=5, filters={"field": "meta.tag", "operator": "==", "value": True})
+        assert len(hits) == 5 and {h.id for h in hits} <= {f"d{i}" for i in matching}
+        exact = sorted(matching, key=lambda i: -float(np.max(views[i] @ q)))[:5]
+        if not through_faiss or factory in {"IVF16,Flat"}:
+            assert [h.id for h in hits] == [f"d{i}" for i in exact]

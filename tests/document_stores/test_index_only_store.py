@@ -30,7 +30,7 @@ def held_bytes(store):
 @pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat"])
 @pytest.mark.parametrize("keep", [True, False])
 def test_an_exact_index_is_the_only_copy(factory, keep):
-    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=keep, train_size=64)
+    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=keep, train_size=64, search_threads=1)
     views = unit_views(300, seed=0)
     store.write_documents(docs(views))
     assert held_bytes(store) == 0 and store._views.faiss_index.ntotal == 900
@@ -41,8 +41,10 @@ def test_an_exact_index_is_the_only_copy(factory, keep):
 @pytest.mark.parametrize("factory", ["PQ4x4", "OPQ4,PQ4x4", "SQ8", "IVF8,PQ4x4"])
 def test_lossy_index_keeps_rows_only_with_keep_vectors(factory):
     views = unit_views(300, seed=1)
-    kept = FaissMultiViewDocumentStore(index_factory=factory, train_size=256)
-    index_only = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False, train_size=256)
+    kept = FaissMultiViewDocumentStore(index_factory=factory, train_size=256, search_threads=1)
+    index_only = FaissMultiViewDocumentStore(
+        index_factory=factory, keep_vectors=False, train_size=256, search_threads=1
+    )
     for store in (kept, index_only):
         store.write_documents(docs(views))
     assert held_bytes(kept) == views.nbytes and held_bytes(index_only) == 0
@@ -55,7 +57,7 @@ def test_lossy_index_keeps_rows_only_with_keep_vectors(factory):
 def test_streaming_build_trains_once_and_holds_no_rows_after(monkeypatch):
     """Rows wait in staging (searched exactly) until train_size; then training, and every later write is encoded
     directly: with keep_vectors=False no float32 row stays in the store."""
-    store = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=False, train_size=600)
+    store = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=False, train_size=600, search_threads=1)
     store.write_documents(docs(unit_views(100, seed=2)))  # 300 rows: staged, exact
     assert not store._views.trained and held_bytes(store) == 300 * DIM * 4
     assert store.search(unit_views(100, seed=2)[7, 1], top_k=1)[0].id == "d7"
@@ -75,7 +77,7 @@ def test_streaming_build_trains_once_and_holds_no_rows_after(monkeypatch):
 @pytest.mark.parametrize("factory", ["HNSW16", "IVF8,Flat", "Flat", "PQ4x4"])
 def test_writes_and_deletes_never_rebuild_the_index(factory):
     """Defect: one write or delete on HNSW or IVF made the next search rebuild the whole index."""
-    store = FaissMultiViewDocumentStore(index_factory=factory, train_size=64, search_parameters=None)
+    store = FaissMultiViewDocumentStore(index_factory=factory, train_size=64, search_threads=1)
     store.write_documents(docs(unit_views(300, seed=5)))
     store.search(np.ones(DIM), top_k=1)
     index = store._views.faiss_index

@@ -45,10 +45,10 @@ def test_round_trip_gives_identical_results(tmp_path):
 
 @pytest.mark.parametrize(("factory", "keep"), [("Flat", True), ("HNSW8", True), ("PQ4x4", True), ("PQ4x4", False)])
 def test_round_trip_each_layout(tmp_path, factory, keep):
-    store = make_store(n=60, index_factory=factory, keep_vectors=keep, train_size=64)
+    store = make_store(n=60, index_factory=factory, keep_vectors=keep, train_size=64, search_threads=1)
     store.delete_documents([f"d{i}" for i in range(0, 60, 5)])  # HNSW: tombstones
     store.save(tmp_path / "s")
-    loaded = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=keep, train_size=64)
+    loaded = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=keep, train_size=64, search_threads=1)
     loaded.load(tmp_path / "s")
     assert results(loaded, np.ones(8)) == results(store, np.ones(8))
     loaded.write_documents([attach_views(Document(id="new", content="x"), np.full((2, 8), 3.0))])
