@@ -86,13 +86,38 @@ def extract_views(document: Document) -> tuple[np.ndarray | None, list[Span] | N
         views = validate_views([document.embedding], where=where)
     else:
         views = None
-    spans: list[Span] | None = None
-    if raw_spans is not None:
-        if views is None or len(raw_spans) != views.shape[0]:
-            msg = f"{where.capitalize()}: '{SPANS_KEY}' must have one entry per view."
-            raise ValueError(msg)
-        spans = [None if s is None else (int(s[0]), int(s[1])) for s in raw_spans]
+    spans = None if raw_spans is None else validate_spans(raw_spans, views, document.content, where=where)
     return views, spans, meta
+
+
+def validate_spans(raw_spans: Any, views: np.ndarray | None, content: str | None, *, where: str) -> list[Span]:
+    """Spans as ``[(start, end) or None]``, one per view, inside ``content``; else a ``ValueError`` naming both."""
+    if isinstance(raw_spans, (str, bytes)) or not isinstance(raw_spans, Sequence):
+        msg = f"{where.capitalize()}: '{SPANS_KEY}' must be a list of [start, end] pairs or None."
+        raise ValueError(msg)
+    if views is None or len(raw_spans) != views.shape[0]:
+        msg = f"{where.capitalize()}: '{SPANS_KEY}' must have one entry per view."
+        raise ValueError(msg)
+    spans: list[Span] = []
+    for i, span in enumerate(raw_spans):
+        if span is None:
+            spans.append(None)
+            continue
+        if (
+            isinstance(span, (str, bytes))
+            or not isinstance(span, Sequence)
+            or len(span) != 2
+            or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in span)
+            or not 0 <= span[0] <= span[1]
+            or (content is not None and span[1] > len(content))
+        ):
+            msg = (
+                f"{where.capitalize()}: '{SPANS_KEY}'[{i}] must be None or [start, end] with 0 <= start <= end "
+                f"<= len(content), got {str(span)[:40]}."
+            )
+            raise ValueError(msg)
+        spans.append((int(span[0]), int(span[1])))
+    return spans
 
 
 def validate_views(views: Any, *, where: str) -> np.ndarray:

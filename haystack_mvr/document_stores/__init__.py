@@ -1,12 +1,17 @@
 from typing import Any
 
-from haystack_mvr.document_stores.faiss_multi_view_document_store import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.types import MultiViewDocumentStore
 
-__all__ = ["FaissMultiViewDocumentStore", "QdrantMultiViewDocumentStore"]
+__all__ = ["FaissMultiViewDocumentStore", "MultiViewDocumentStore", "QdrantMultiViewDocumentStore"]
 
 
 def __getattr__(name: str) -> Any:
-    # qdrant-client is optional: imported only when the Qdrant store is asked for.
+    # Each backend's engine is optional (FAISS: the [cpu] or [gpu] extra; qdrant-client: the [qdrant] extra), so a
+    # backend is imported only when it is asked for, and a missing engine's error names its extra.
+    if name == "FaissMultiViewDocumentStore":
+        from haystack_mvr.document_stores.faiss_multi_view_document_store import FaissMultiViewDocumentStore
+
+        return FaissMultiViewDocumentStore
     if name == "QdrantMultiViewDocumentStore":
         from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 

@@ -1,159 +1,279 @@
-"""Atomic save and verified load of a FaissMultiViewDocumentStore.
+"""Save and verified load of a FaissMultiViewDocumentStore, on top of ``versioned_directory``.
 
-Layout of a saved store directory::
+A saved store is a version folder (``versioned_directory`` handles locking, atomic swaps and checksums) holding::
 
-    CURRENT                 name of the live version folder (replaced atomically, last)
-    v-<uuid>/manifest.json  format version, dimension, index factory, encoder config, counts, file checksums
-    v-<uuid>/documents.jsonl, vectors.npy, row_doc.npy, row_view.npy, index.faiss
+    documents.jsonl   one Document per line (its meta without views; spans kept)
+    keys.npy          int64: each line's document key (its FAISS labels are (key << 12) | view)
+    view_counts.npy   int32: each line's number of views (0: a document without vectors)
+    index.faiss       the FAISS index with its labels (absent until a trainable index is trained)
+    held.npy          float32 rows held beside the index: staged rows before training, or the rows kept beside a
+                      lossy index with keep_vectors; empty for an exact index, which is the only copy of its rows
+    tombstones.npy    int64: HNSW labels removed but still in the graph
 
-A save writes and fsyncs a new version folder, then swaps ``CURRENT``; a crash at any point leaves the
-previous copy loadable. Older versions are removed only after the swap.
+Every row is written once. On load the files are checked against each other (line counts, unique ids and keys,
+the index holding exactly the expected labels, held rows and spans matching the view counts); any disagreement is
+a ``DocumentStoreError`` naming the file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.view_index import ViewIndex
+from haystack_mvr.document_stores import versioned_directory
+from haystack_mvr.document_stores.faiss_import import faiss
+from haystack_mvr.document_stores.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
+from haystack_mvr.views import SPANS_KEY
 
 if TYPE_CHECKING:
     from haystack_mvr.document_stores.faiss_multi_view_document_store import FaissMultiViewDocumentStore
 
-FORMAT_VERSION = 1
-POINTER = "CURRENT"
-DATA_FILES = ("documents.jsonl", "vectors.npy", "row_doc.npy", "row_view.npy", "index.faiss")
+FORMAT_VERSION = 2
+KIND = "haystack-mvr.faiss-multi-view-store"
 
 
 def exists(path: str | Path) -> bool:
-    return (Path(path) / POINTER).is_file()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    with path.open("rb") as f:
-        os.fsync(f.fileno())
+    return versioned_directory.current_version(path) is not None
 
 
 def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    version = path / f"v-{uuid.uuid4().hex}"
-    version.mkdir()
-    try:
-        ids = list(store._documents)
-        new_slot = np.full(len(store._slot_ids), -1, dtype=np.int64)  # old slot -> line in documents.jsonl
-        new_slot[[store._slot_of[i] for i in ids]] = np.arange(len(ids))
-        with (version / "documents.jsonl").open("w", encoding="utf-8") as f:
+    views = store._views
+    ids = list(store._documents)
+    keys = np.array([store._key_of[i] for i in ids], dtype=np.int64)
+    counts = np.array([views.count(int(k)) if views is not None else 0 for k in keys], dtype=np.int32)
+    index = views.faiss_index if views is not None else None
+    held_by_key = views.held_rows() if views is not None else {}
+    dim = views.dim if views is not None else store.embedding_dim
+    held_keys = [int(k) for k, c in zip(keys, counts, strict=True) if c and int(k) in held_by_key]
+
+    def write(w: versioned_directory.VersionWriter) -> None:
+        with w.open("documents.jsonl") as f:
+            lines = []
             for doc_id in ids:
-                f.write(json.dumps(store._documents[doc_id].to_dict(flatten=False)) + "\n")
-        views = store._views
-        dim = views.dim if views is not None else store.embedding_dim
-        index = views.faiss_index() if views is not None and views.ntotal else faiss.IndexFlatIP(dim or 1)
-        # with keep_vectors=False the index is the only copy of the indexed rows: no float32 rows are written
-        vectors = views.stored_vectors if views is not None else np.zeros((0, dim or 0), dtype=np.float32)
-        row_doc = new_slot[views.row_doc] if views is not None else np.zeros(0, dtype=np.int64)
-        row_view = views.row_view if views is not None else np.zeros(0, dtype=np.int32)
-        np.save(version / "vectors.npy", vectors)
-        np.save(version / "row_doc.npy", row_doc)
-        np.save(version / "row_view.npy", row_view)
-        faiss.write_index(index, str(version / "index.faiss"))
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "embedding_dim": dim,
-            "index_factory": store.index_factory,
-            "encoder_config": store.encoder_config,
-            "documents": len(ids),
-            "rows": int(row_doc.shape[0]),
-            "checksums": {name: _sha256(version / name) for name in DATA_FILES},
-        }
-        (version / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        for name in (*DATA_FILES, "manifest.json"):
-            _fsync(version / name)
-        pointer_tmp = path / f"{POINTER}.{uuid.uuid4().hex}.tmp"
-        pointer_tmp.write_text(version.name, encoding="utf-8")
-        _fsync(pointer_tmp)
-        os.replace(pointer_tmp, path / POINTER)
-    except BaseException:
-        shutil.rmtree(version, ignore_errors=True)
-        raise
-    for old in path.glob("v-*"):
-        if old.name != version.name:
-            shutil.rmtree(old, ignore_errors=True)
+                lines.append(json.dumps(_document_dict(store._documents[doc_id])))
+                if len(lines) >= 4096:
+                    f.write(("\n".join(lines) + "\n").encode())
+                    lines = []
+            if lines:
+                f.write(("\n".join(lines) + "\n").encode())
+        w.write_array("keys.npy", keys)
+        w.write_array("view_counts.npy", counts)
+        held = [held_by_key[k] for k in held_keys]
+        w.write_array("held.npy", np.concatenate(held) if held else np.zeros((0, dim or 0), dtype=np.float32))
+        w.write_array("tombstones.npy", views.tombstones if views is not None else np.zeros(0, dtype=np.int64))
+        if index is not None:
+            w.write_faiss_index("index.faiss", index)
+
+    meta = {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "embedding_dim": dim,
+        "index_factory": store.index_factory,
+        "encoder_config": store.encoder_config,
+        "documents": len(ids),
+        "rows": int(counts.sum()),
+        "trained": index is not None,
+        "held_rows": int(sum(len(held_by_key[k]) for k in held_keys)),
+    }
+    versioned_directory.save_version(path, write, meta)
+
+
+def _refuse_old_format(path: Path) -> None:
+    """A store saved by haystack-mvr before format 2 (its own manifest, no versioned_directory envelope)."""
+    try:
+        name = (path / versioned_directory.POINTER).read_text(encoding="ascii").strip()
+        manifest = json.loads((path / name / versioned_directory.MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(manifest, dict) and "checksums" in manifest and manifest.get("format_version") == 1:
+        msg = (
+            f"The saved store at {path} has store format 1 (haystack-mvr before the stable-id rewrite); this version "
+            f"reads format {FORMAT_VERSION}. Load it with the older haystack-mvr and re-index, or write the documents "
+            "again."
+        )
+        raise DocumentStoreError(msg)
 
 
 def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
     if not exists(path):
-        msg = f"No saved multi-view store at {path} (missing {POINTER} file)."
+        _refuse_old_format(path)
+        msg = f"No saved multi-view store at {path} (missing {versioned_directory.POINTER} file)."
         raise DocumentStoreError(msg)
-    version = path / (path / POINTER).read_text(encoding="utf-8").strip()
-    try:
-        manifest = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        msg = f"The saved store at {path} is corrupt: its manifest cannot be read ({e})."
-        raise DocumentStoreError(msg) from e
-    if manifest.get("format_version") != FORMAT_VERSION:
-        msg = f"The saved store at {path} has format {manifest.get('format_version')}, expected {FORMAT_VERSION}."
-        raise DocumentStoreError(msg)
-    for name, checksum in manifest["checksums"].items():
-        file = version / name
-        if not file.is_file() or _sha256(file) != checksum:
-            msg = f"The saved store at {path} is corrupt: {name} is missing or does not match its checksum."
+    _refuse_old_format(path)
+    with versioned_directory.open_version(path) as version:
+        meta = version.meta
+        where = f"The saved store at {path}"
+        if meta.get("kind") != KIND or meta.get("format_version") != FORMAT_VERSION:
+            msg = (
+                f"{where} is not a FAISS multi-view store of format {FORMAT_VERSION} "
+                f"(kind {str(meta.get('kind'))[:60]!r}, format {str(meta.get('format_version'))[:10]})."
+            )
             raise DocumentStoreError(msg)
-    dim = manifest["embedding_dim"]
-    if store.embedding_dim is not None and dim is not None and dim != store.embedding_dim:
-        msg = f"The saved store at {path} holds {dim}-dimensional vectors; this store expects {store.embedding_dim}."
-        raise DocumentStoreError(msg)
-    if store.encoder_config is not None and manifest["encoder_config"] not in (None, store.encoder_config):
-        msg = (
-            f"The saved store at {path} was built with another encoder config: "
-            f"{manifest['encoder_config']} != {store.encoder_config}."
-        )
-        raise DocumentStoreError(msg)
-    with (version / "documents.jsonl").open(encoding="utf-8") as f:
-        documents = [Document.from_dict(json.loads(line)) for line in f]
-    vectors = np.load(version / "vectors.npy")
-    row_doc, row_view = np.load(version / "row_doc.npy"), np.load(version / "row_view.npy")
-    views = None
-    if dim is not None and len(row_doc):
-        index = faiss.read_index(str(version / "index.faiss"))
-        if index.d != dim:
-            msg = f"The saved store at {path} is corrupt: its index has dimension {index.d}, its manifest {dim}."
-            raise DocumentStoreError(msg)
-        if manifest["index_factory"] != store.index_factory:
-            if len(vectors) < len(row_doc):
-                msg = (
-                    f"The saved store at {path} keeps its vectors only in its {manifest['index_factory']!r} index "
-                    f"(saved with keep_vectors=False); load it with index_factory={manifest['index_factory']!r}, "
-                    f"not {store.index_factory!r}."
-                )
-                raise DocumentStoreError(msg)
-            index = None
-        views = ViewIndex(dim, store.index_factory, store.search_parameters, store.keep_vectors)
-        try:
-            views.set_rows(vectors, row_doc, row_view, index)
-        except ValueError as e:
-            msg = f"The saved store at {path} is corrupt: {e}"
-            raise DocumentStoreError(msg) from e
-    store.delete_all_documents()
+        dim = meta["embedding_dim"]
+        _check_compatible(store, meta, where)
+        documents = _read_documents(version.read_bytes("documents.jsonl"), where)
+        keys = version.read_array("keys.npy")
+        counts = version.read_array("view_counts.npy")
+        held = version.read_array("held.npy")
+        tombstones = version.read_array("tombstones.npy")
+        index = version.read_faiss_index("index.faiss") if meta["trained"] else None
+    views = _check_and_build(store, meta, where, documents, keys, counts, held, tombstones, index)
     store._documents = {d.id: d for d in documents}
-    store._slot_ids = [d.id for d in documents]
-    store._slot_of = {d.id: n for n, d in enumerate(documents)}
+    store._key_of = {d.id: int(k) for d, k in zip(documents, keys, strict=True)}
+    store._id_of = {int(k): d.id for d, k in zip(documents, keys, strict=True)}
+    start = int(keys.max()) + 1 if len(keys) else 0
+    store._next_key = iter(range(start, 1 << 50))
     store._views = views
     store.embedding_dim = store.embedding_dim or dim
+    if store.encoder_config is None:
+        store.encoder_config = meta["encoder_config"]
+
+
+def _check_compatible(store: FaissMultiViewDocumentStore, meta: dict[str, Any], where: str) -> None:
+    dim = meta["embedding_dim"]
+    if store.embedding_dim is not None and dim is not None and dim != store.embedding_dim:
+        msg = f"{where} holds {dim}-dimensional vectors; this store expects {store.embedding_dim}."
+        raise DocumentStoreError(msg)
+    if store.encoder_config is not None and meta["encoder_config"] not in (None, store.encoder_config):
+        msg = f"{where} was built with another encoder config: {meta['encoder_config']} != {store.encoder_config}."
+        raise DocumentStoreError(msg)
+    if meta["trained"] and meta["index_factory"] != store.index_factory:
+        msg = (
+            f"{where} holds a {meta['index_factory']!r} index; load it with index_factory="
+            f"{meta['index_factory']!r}, not {store.index_factory!r} (its rows live in that index)."
+        )
+        raise DocumentStoreError(msg)
+
+
+_PLAIN_FIELDS = {"id", "content", "meta", "embedding"}
+
+
+def _document_dict(doc: Document) -> dict[str, Any]:
+    """``Document.to_dict(flatten=False)`` without ``dataclasses.asdict``'s deep recursion (5x faster); fields that
+    are ``None`` (blob, sparse embedding, score) are left out."""
+    data: dict[str, Any] = {"id": doc.id, "content": doc.content, "meta": doc.meta, "embedding": doc.embedding}
+    if doc.blob is not None:
+        data["blob"] = doc.blob.to_dict()
+    if doc.sparse_embedding is not None:
+        data["sparse_embedding"] = doc.sparse_embedding.to_dict()
+    return data
+
+
+def _plain_document(data: dict[str, Any]) -> Document | None:
+    """A Document built without ``__init__`` (its field tracking dominates loading) when ``data`` holds only plain
+    fields of the right types; ``None`` otherwise (then ``Document.from_dict`` builds it)."""
+    if not data.keys() <= _PLAIN_FIELDS or "id" not in data:
+        return None
+    content, meta, embedding = data.get("content"), data.get("meta", {}), data.get("embedding")
+    if (
+        not isinstance(data["id"], str)
+        or not isinstance(content, (str, type(None)))
+        or not isinstance(meta, dict)
+        or not isinstance(embedding, (list, type(None)))
+    ):
+        return None
+    doc = Document.__new__(Document)
+    doc.__dict__.update(
+        id=data["id"], content=content, blob=None, meta=meta, score=None, embedding=embedding, sparse_embedding=None
+    )
+    return doc
+
+
+def _read_documents(data: bytes, where: str) -> list[Document]:
+    documents = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        try:
+            fields = json.loads(line)
+            doc = _plain_document(fields) if isinstance(fields, dict) else None
+            documents.append(doc if doc is not None else Document.from_dict(fields))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
+            raise DocumentStoreError(msg) from e
+    return documents
+
+
+def _corrupt(where: str, file: str, what: str) -> DocumentStoreError:
+    return DocumentStoreError(f"{where} is corrupt: {file} {what}.")
+
+
+def _check_and_build(
+    store: FaissMultiViewDocumentStore,
+    meta: dict[str, Any],
+    where: str,
+    documents: list[Document],
+    keys: np.ndarray,
+    counts: np.ndarray,
+    held: np.ndarray,
+    tombstones: np.ndarray,
+    index: faiss.Index | None,
+) -> ViewIndex | None:
+    n = meta["documents"]
+    if len(documents) != n:
+        raise _corrupt(where, "documents.jsonl", f"has {len(documents)} documents, the manifest {n}")
+    if len({d.id for d in documents}) != n:
+        raise _corrupt(where, "documents.jsonl", "repeats a document id")
+    if keys.dtype != np.int64 or keys.shape != (n,):
+        raise _corrupt(where, "keys.npy", f"has shape {keys.shape}, expected ({n},) int64")
+    if len(np.unique(keys)) != n or (n and keys.min() < 0) or (n and keys.max() >= 1 << 50):
+        raise _corrupt(where, "keys.npy", "repeats a key or holds an invalid one")
+    if counts.dtype != np.int32 or counts.shape != (n,) or (n and (counts.min() < 0 or counts.max() > MAX_VIEWS)):
+        raise _corrupt(where, "view_counts.npy", f"does not hold one view count (0..{MAX_VIEWS}) per document")
+    if int(counts.sum()) != meta["rows"]:
+        raise _corrupt(where, "view_counts.npy", f"counts {int(counts.sum())} rows, the manifest {meta['rows']}")
+    for doc, count in zip(documents, counts, strict=True):
+        spans = doc.meta.get(SPANS_KEY)
+        if spans is not None and (not isinstance(spans, list) or len(spans) != count):
+            raise _corrupt(where, "documents.jsonl", f"gives document {doc.id!r} spans for other than {count} views")
+    dim = meta["embedding_dim"]
+    if meta["rows"] == 0 and index is None:
+        views = None
+        if dim is not None:
+            views = _new_views(store, dim)
+        return views
+    if dim is None:
+        raise _corrupt(where, "manifest.json", "has rows but no dimension")
+    if held.dtype != np.float32 or held.ndim != 2 or held.shape[1] != dim or len(held) != meta["held_rows"]:
+        raise _corrupt(where, "held.npy", f"has shape {held.shape}, expected ({meta['held_rows']}, {dim}) float32")
+    live = [(int(k), int(c)) for k, c in zip(keys, counts, strict=True) if c]
+    views = _new_views(store, dim)
+    by_key: dict[int, np.ndarray] = {}
+    if len(held):
+        if len(held) != meta["rows"]:
+            raise _corrupt(where, "held.npy", f"holds {len(held)} rows for {meta['rows']} views")
+        offsets = np.concatenate([[0], np.cumsum([c for _, c in live])])
+        by_key = {k: held[offsets[i] : offsets[i + 1]] for i, (k, _) in enumerate(live)}
+    if index is None:
+        if len(held) != meta["rows"]:
+            raise _corrupt(where, "held.npy", f"holds {len(held)} rows for {meta['rows']} views of an untrained index")
+        if meta["index_factory"] != store.index_factory or not len(live):
+            views.add([k for k, _ in live], [by_key[k] for k, _ in live])  # rows not indexed yet: any factory
+        else:
+            views.restore(dict(live), None, by_key, np.zeros(0, dtype=np.int64))
+        return views
+    if index.d != dim:
+        raise _corrupt(where, "index.faiss", f"has dimension {index.d}, the manifest {dim}")
+    live_keys = keys[counts > 0]
+    live_counts = counts[counts > 0].astype(np.int64)
+    views_no = np.arange(int(live_counts.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(live_counts) - live_counts, live_counts
+    )
+    expected = np.sort(np.concatenate([(np.repeat(live_keys, live_counts) << VIEW_BITS) | views_no, tombstones]))
+    try:
+        views.restore(dict(live), index, by_key, tombstones)
+        actual = views.index_labels()
+    except (ValueError, RuntimeError) as e:
+        raise _corrupt(where, "index.faiss", f"cannot be used ({e})") from e
+    if actual.shape != expected.shape or not np.array_equal(actual, expected):
+        raise _corrupt(where, "index.faiss", f"holds {len(actual)} labels that are not the {len(expected)} expected")
+    if views.keeps_rows and not len(held):  # saved index-only, loaded keeping rows: keep its reconstruction
+        views.restore(dict(live), index, {k: views.views_of(k) for k, _ in live}, tombstones)
+    return views
+
+
+def _new_views(store: FaissMultiViewDocumentStore, dim: int) -> ViewIndex:
+    return ViewIndex(dim, store.index_factory, store.search_parameters, store.keep_vectors, train_size=store.train_size)

@@ -1,31 +1,77 @@
-"""The view rows of a multi-view store: vectors, row → (document, view) maps, and the FAISS index over them."""
+"""The view rows of a multi-view store: one FAISS row per view, under a stable label, searched max-over-views."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 
-import faiss
 import numpy as np
 
+from haystack_mvr.document_stores.faiss_import import faiss
+
 logger = logging.getLogger(__name__)
+
+VIEW_BITS = 12
+MAX_VIEWS = 1 << VIEW_BITS  # views per document: a row's label is (document key << 12) | view
+_VIEW_MASK = MAX_VIEWS - 1
+_CHUNK_ROWS = 65536  # rows added to FAISS per call: bounds the float32 rows held at once while building
+_COMPACT_FRACTION = 0.25  # HNSW cannot remove rows: it is rebuilt once tombstones pass this share of its rows
+
+
+def labels_of(key: int, views: int) -> np.ndarray:
+    """The FAISS labels of a document's ``views`` rows."""
+    return (np.int64(key) << VIEW_BITS) | np.arange(views, dtype=np.int64)
+
+
+def keys_of(labels: np.ndarray) -> np.ndarray:
+    return labels >> VIEW_BITS
+
+
+@contextlib.contextmanager
+def omp_threads(threads: int) -> Iterator[None]:
+    """Run FAISS with ``threads`` OpenMP threads, restoring the process-wide setting afterwards."""
+    before = faiss.omp_get_max_threads()
+    if threads == before:
+        yield
+        return
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def default_threads(batch: bool, configured: int | None) -> int:
+    if configured is not None:
+        return configured
+    return max(1, os.cpu_count() or 1) if batch else 1
 
 
 class ViewIndex:
     """
-    Every view is one row. Rows of a document are contiguous and ordered by slot (``row_doc`` never decreases:
-    new documents get larger slots); row ``r`` belongs to document slot ``row_doc[r]`` and is that document's
-    view number ``row_view[r]``. The FAISS index is brought up to date lazily, at the first search after a change.
+    Every view of every document is one FAISS row labelled ``(key << 12) | view``; labels never change.
+
+    - Flat, PQ, SQ, OPQ without IVF, HNSW: wrapped in ``faiss.IndexIDMap2`` (``add_with_ids``, ``remove_ids``,
+      ``reconstruct(label)``). HNSW cannot remove rows: removed labels become tombstones, excluded at search, and
+      the graph is rebuilt from its own rows once tombstones pass a quarter of them.
+    - IVF (also under OPQ's ``IndexPreTransform``): the IVF's own ids, with a hashtable direct map
+      (``remove_ids``, ``reconstruct(label)``).
+    - Trainable indexes (IVF, PQ, OPQ) are trained once, when ``train_size`` rows have arrived; rows before that
+      wait in a staging buffer searched exactly. After training every write is added in chunks and nothing is
+      ever retrained.
+    - Float32 rows are kept beside the index only when the index is lossy and ``keep_vectors`` is set; an index
+      that reconstructs exactly (Flat, HNSW over flat storage, IVF-Flat) is the only copy.
 
     :param dim: Vector dimension.
-    :param index_factory: Any FAISS ``index_factory`` string, built with inner-product metric. Trainable
-        indexes (IVF, PQ, OPQ) are trained on all stored vectors at the first search after a change; until
-        there are enough vectors to train, search is exact.
-    :param search_parameters: ``faiss.ParameterSpace`` settings (``nprobe``, ``efSearch`` ...) applied to the
-        index whenever it is built or replaced.
-    :param keep_vectors: Keep the float32 rows beside the index (4·d bytes per view). ``False`` keeps only the
-        index: rows are dropped once indexed, read back as the index's reconstruction (exact for Flat and HNSW,
-        approximate for PQ codes), and a trained index is extended and re-encoded rather than retrained.
+    :param index_factory: A FAISS ``index_factory`` string, built with inner-product metric.
+    :param search_parameters: ``faiss.ParameterSpace`` settings (``nprobe``, ``efSearch`` ...).
+    :param keep_vectors: Keep float32 rows beside a lossy index (exact scores for returned documents).
+    :param train_size: Rows to collect before training a trainable index (``None``: ``39 x`` its centroids).
     """
+
+    exact_rows = 4096  # filtered searches over at most this many rows (or 1% of the index) are scored exactly
 
     def __init__(
         self,
@@ -33,198 +79,326 @@ class ViewIndex:
         index_factory: str = "Flat",
         search_parameters: dict[str, int | float] | None = None,
         keep_vectors: bool = True,
+        train_size: int | None = None,
     ) -> None:
         self.dim = dim
         self.index_factory = index_factory
-        self.search_parameters = search_parameters or {}
+        self.search_parameters = dict(search_parameters or {})
         self.keep_vectors = keep_vectors
+        base = self._new_base()
+        self._apply_parameters(base)  # a parameter that does not apply is refused before any row is written
+        self._trainable = not base.is_trained
+        self._ivf = faiss.try_extract_index_ivf(base) is not None
+        self._hnsw = isinstance(faiss.downcast_index(base), faiss.IndexHNSW)
+        self._exact = _reconstructs_exactly(base)
+        least = _centroids(base)  # k-means needs at least one row per centroid
+        self.train_size = max(train_size, least) if train_size else _default_train_size(least)
         self.reset()
 
+    # ------------------------------------------------------------------------------------------- state
     def reset(self) -> None:
-        """Remove every row."""
-        self.set_rows(
-            np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
-        )
-
-    def set_rows(
-        self, vectors: np.ndarray, row_doc: np.ndarray, row_view: np.ndarray, index: faiss.Index | None = None
-    ) -> None:
-        """
-        Replace every row (and drop the FAISS index built over the old ones).
-
-        :param index: A FAISS index already holding the first ``index.ntotal`` rows; ``vectors`` then holds
-            either every row or only the rows after those.
-        """
-        indexed = int(index.ntotal) if index is not None else 0
-        if (
-            len(row_doc) != len(row_view)
-            or len(vectors) not in {len(row_doc), len(row_doc) - indexed}
-            or indexed > len(row_doc)
-            or np.any(np.diff(row_doc) < 0)
-        ):
-            msg = (
-                "View rows are inconsistent: vectors, row_doc, row_view and the index differ in length "
-                "or slots are unordered."
-            )
-            raise ValueError(msg)
-        self._row_doc, self._row_view = row_doc, row_view
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._pending_rows = 0
-        self._documents = len(np.unique(row_doc))
-        self._last_slot = int(row_doc[-1]) if len(row_doc) else -1
-        self._index: faiss.Index | None = None
-        self._index_is_fallback = False
-        self._indexed_rows = 0
-        if index is None:
-            self._vectors = vectors
-            return
-        complete = len(vectors) == len(row_doc)
-        self.set_faiss_index(index)
-        if self.keep_vectors:
-            self._vectors = vectors if complete else np.concatenate([self._reconstruct(0, indexed), vectors])
-        else:  # only the rows after the index's; a copy, since a slice would keep every row alive
-            self._vectors = vectors[indexed:].copy() if complete else vectors
-
-    # Writes append to a pending list, joined into one array on the next read: writing N rows in B batches
-    # copies O(N) bytes, not O(N * B).
-    @property
-    def vectors(self) -> np.ndarray:
-        """Every row's vector (reconstructed from the index for rows that are kept only there)."""
-        return self.rows(0, self.ntotal)
+        """Remove every row (a trained index keeps its training: it is emptied, not retrained)."""
+        self._counts: dict[int, int] = {}  # key -> views, live documents only
+        self._kept: dict[int, np.ndarray] = {}  # key -> (k, d) float32, for a lossy index with keep_vectors
+        self._staging: dict[int, np.ndarray] = {}  # key -> (k, d) rows waiting for training
+        self._staged_rows = 0
+        self._tombstones: set[int] = set()  # HNSW labels removed but still in the graph
+        self._rows = 0
+        self._selector_ok: bool | None = None
+        if getattr(self, "_index", None) is not None and not self._hnsw:
+            self._index.reset()
+            self._make_ids()
+        else:
+            self._index = None if self._trainable else self._wrap(self._new_base())
 
     @property
-    def stored_vectors(self) -> np.ndarray:
-        """The float32 rows held beside the index: all of them, or with ``keep_vectors=False`` the unindexed ones."""
-        self._consolidate()
-        return self._vectors
+    def keeps_rows(self) -> bool:
+        return self.keep_vectors and not self._exact
 
     @property
-    def row_doc(self) -> np.ndarray:
-        self._consolidate()
-        return self._row_doc
-
-    @property
-    def row_view(self) -> np.ndarray:
-        self._consolidate()
-        return self._row_view
+    def trained(self) -> bool:
+        return self._index is not None
 
     @property
     def ntotal(self) -> int:
-        return int(self._row_doc.shape[0]) + self._pending_rows
+        """Live rows."""
+        return self._rows
 
     @property
     def document_count(self) -> int:
-        """How many documents have at least one row (kept up to date, so searching never counts them)."""
-        return self._documents
+        """Documents with at least one row."""
+        return len(self._counts)
 
-    @property
-    def _vector_start(self) -> int:
-        """The row of ``_vectors[0]``: rows before it live only in the index."""
-        return 0 if self.keep_vectors else self._indexed_rows
+    def count(self, key: int) -> int:
+        return self._counts.get(key, 0)
 
-    def add_many(self, slots: list[int], views: list[np.ndarray]) -> None:
-        """Append the views of new document slots (each slot once, never already present)."""
-        for slot, v in zip(slots, views, strict=True):
-            if len(v) == 0:
-                continue
-            if slot <= self._last_slot:
-                msg = f"Slot {slot} is not after the last stored slot {self._last_slot}."
+    def keys(self) -> np.ndarray:
+        return np.fromiter(self._counts, dtype=np.int64, count=len(self._counts))
+
+    # ------------------------------------------------------------------------------------------ writes
+    def add(self, keys: list[int], views: list[np.ndarray]) -> None:
+        """Add the rows of new document keys (each key once, never already present)."""
+        for v in views:
+            if len(v) > MAX_VIEWS:
+                msg = f"A document can have at most {MAX_VIEWS} views, got {len(v)}."
                 raise ValueError(msg)
-            self._last_slot = slot
-            self._pending.append((v, np.full(len(v), slot, dtype=np.int64), np.arange(len(v), dtype=np.int32)))
-            self._pending_rows += len(v)
-            self._documents += 1
-
-    def _consolidate(self) -> None:
-        if not self._pending:
+        for key, v in zip(keys, views, strict=True):
+            self._counts[key] = len(v)
+            self._rows += len(v)
+            if self.keeps_rows:
+                self._kept[key] = v
+        if self._index is None:
+            for key, v in zip(keys, views, strict=True):
+                self._staging[key] = v
+                self._staged_rows += len(v)
+            if self._staged_rows >= self.train_size:
+                self._train()
             return
-        vectors, row_doc, row_view = zip(*self._pending, strict=True)
-        self._vectors = np.concatenate([self._vectors, *vectors])
-        self._row_doc = np.concatenate([self._row_doc, *row_doc])
-        self._row_view = np.concatenate([self._row_view, *row_view])
-        self._pending, self._pending_rows = [], 0
+        self._add_to_index(keys, views)
 
-    def rows(self, lo: int, hi: int) -> np.ndarray:
-        """The ``(hi - lo, d)`` vectors of rows ``lo..hi-1``."""
-        self._consolidate()
-        start = self._vector_start
-        parts = []
-        if lo < start:
-            parts.append(self._reconstruct(lo, min(hi, start)))
-        if hi > start:
-            parts.append(self._vectors[max(lo, start) - start : hi - start])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else self._vectors[:0]
+    def _add_to_index(self, keys: list[int], views: list[np.ndarray]) -> None:
+        start = 0
+        while start < len(keys):  # chunks of about _CHUNK_ROWS rows: one float32 chunk at a time
+            end, rows = start, 0
+            while end < len(keys) and (rows == 0 or rows + len(views[end]) <= _CHUNK_ROWS):
+                rows += len(views[end])
+                end += 1
+            matrix = views[start] if end - start == 1 else np.concatenate(views[start:end])
+            counts = np.fromiter((len(v) for v in views[start:end]), dtype=np.int64, count=end - start)
+            firsts = np.repeat(np.cumsum(counts) - counts, counts)
+            labels = (np.repeat(np.asarray(keys[start:end], dtype=np.int64), counts) << VIEW_BITS) | (
+                np.arange(len(matrix), dtype=np.int64) - firsts
+            )
+            self._index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), labels)
+            start = end
 
-    def _reconstruct(self, lo: int, hi: int) -> np.ndarray:
-        if hi <= lo:
+    def _add_rows(self, labels: np.ndarray, vectors: np.ndarray) -> None:
+        for lo in range(0, len(labels), _CHUNK_ROWS):
+            self._index.add_with_ids(vectors[lo : lo + _CHUNK_ROWS], labels[lo : lo + _CHUNK_ROWS])
+
+    def _train(self) -> None:
+        keys, views = list(self._staging), list(self._staging.values())
+        sample = np.concatenate(views)
+        index = self._wrap(self._new_base())
+        index.train(sample)  # with the caller's FAISS threads (the store's write setting)
+        del sample
+        self._index = index
+        self._staging, self._staged_rows = {}, 0
+        self._add_to_index(keys, views)
+        logger.info("Trained %s on %d rows.", self.index_factory, sum(len(v) for v in views))
+
+    def remove(self, keys: list[int]) -> None:
+        """Remove every row of these keys (unknown keys are ignored)."""
+        keys = [k for k in dict.fromkeys(keys) if k in self._counts]
+        if not keys:
+            return
+        labels = np.concatenate([labels_of(k, self._counts[k]) for k in keys])
+        for k in keys:
+            self._rows -= self._counts.pop(k)
+            self._kept.pop(k, None)
+            staged = self._staging.pop(k, None)
+            if staged is not None:
+                self._staged_rows -= len(staged)
+        if self._index is None:
+            return
+        if self._hnsw:
+            self._tombstones.update(labels.tolist())
+            if len(self._tombstones) > _COMPACT_FRACTION * self._index.ntotal:
+                self._compact()
+        elif self._ivf:
+            self._index.remove_ids(faiss.IDSelectorArray(labels))
+        else:
+            self._index.remove_ids(faiss.IDSelectorBatch(labels))
+
+    def _compact(self) -> None:
+        """Rebuild an HNSW graph from its live rows (no training involved)."""
+        labels, vectors = self.rows_of(self.keys())
+        self._index = self._wrap(self._new_base())
+        self._tombstones = set()
+        self._selector_ok = None
+        self._add_rows(labels, vectors)
+
+    # ------------------------------------------------------------------------------------------- reads
+    def views_of(self, key: int) -> np.ndarray:
+        """The ``(k, d)`` rows of one document (the index's reconstruction when it is the only copy)."""
+        for held in (self._kept, self._staging):
+            if key in held:
+                return held[key]
+        return self._reconstruct(labels_of(key, self._counts[key]))
+
+    def _reconstruct(self, labels: np.ndarray) -> np.ndarray:
+        if len(labels) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        assert self._index is not None
-        return self._index.reconstruct_n(lo, hi - lo)
+        return self._index.reconstruct_batch(labels)
 
-    def remove_slots(self, slots: np.ndarray) -> None:
-        keep = ~np.isin(self.row_doc, slots)
-        if keep.all():
-            return
-        removed = len(np.unique(self._row_doc[~keep]))
-        vectors = self.vectors[keep]
-        self._row_doc, self._row_view = self._row_doc[keep], self._row_view[keep]
-        self._documents -= removed
-        self._vectors, self._indexed_rows = vectors, 0
-        if not self.keep_vectors and self._index is not None and not self._index_is_fallback:
-            # The only copy of the rows is the index: re-encode the survivors into an emptied copy of the
-            # trained index instead of retraining on reconstructions.
-            self._index = faiss.clone_index(self._index)
-            self._index.reset()
-        else:
-            self._index, self._index_is_fallback = None, False
+    def rows_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(labels, vectors)`` of every row of ``keys``, grouped by key in the given order."""
+        if len(keys) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+        labels = np.concatenate([labels_of(int(k), self._counts[int(k)]) for k in keys])
+        held = self._kept if self.keeps_rows else self._staging if self._index is None else None
+        if held is not None:
+            return labels, np.concatenate([held[int(k)] for k in keys])
+        return labels, self._reconstruct(labels)
 
-    def views_of(self, slot: int) -> np.ndarray:
-        """The ``(views, d)`` rows of one document slot (empty when it has none)."""
-        lo, hi = np.searchsorted(self.row_doc, [slot, slot + 1])
-        return self.rows(int(lo), int(hi))
+    # ------------------------------------------------------------------------------------------ search
+    def search(self, queries: np.ndarray, want: int, allowed_keys: np.ndarray | None, threads: int) -> list[np.ndarray]:
+        """
+        The best ``want`` document keys for each query ``(n, d)``, best first, restricted to ``allowed_keys``.
 
-    def first_view(self, slot: int) -> np.ndarray | None:
-        views = self.views_of(slot)
-        return views[0] if len(views) else None
+        Exactly ``min(want, documents)`` keys per query: searches widen until enough unique documents are found or
+        the whole index was searched, and an approximate index that still falls short is finished exactly.
+        """
+        # allowed_keys: keys of documents with rows (the store passes no others)
+        available = len(allowed_keys) if allowed_keys is not None else self.document_count
+        want = min(want, available)
+        if want == 0:
+            return [np.zeros(0, dtype=np.int64) for _ in queries]
+        with omp_threads(threads):
+            if self._index is None:
+                keys = allowed_keys if allowed_keys is not None else self.keys()
+                return self._exact_search(queries, want, keys)
+            if allowed_keys is not None:
+                rows = sum(self._counts[int(k)] for k in allowed_keys)
+                if rows <= max(self.exact_rows, self._rows // 100):
+                    return self._exact_search(queries, want, allowed_keys)
+            return self._index_search(queries, want, allowed_keys)
 
-    def _ensure_index(self) -> faiss.Index:
-        if self._index is not None and self._indexed_rows == self.ntotal:
-            return self._index
-        extendable = self._index is not None and not self._index_is_fallback
-        if extendable and (_is_flat(self._index) or not self.keep_vectors):
-            # appending to a flat index is cheap; without kept vectors a trained index is extended, not retrained
-            self._index.add(self.rows(self._indexed_rows, self.ntotal))  # an IVF direct map is extended too
-        else:
-            self._index = self._build()
-        self._indexed_rows = self.ntotal
-        if not self.keep_vectors:
-            self._vectors = np.empty((0, self.dim), dtype=np.float32)  # not a slice: that would keep the buffer
-        return self._index
+    def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Each key's max over its held rows (kept, staged or reconstructed) for one query ``(d,)``."""
+        if len(keys) == 0:
+            return np.zeros(0, dtype=np.float32)
+        counts = np.array([self._counts[int(k)] for k in keys], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        _, vectors = self.rows_of(keys)
+        return np.maximum.reduceat(vectors @ query, starts)
 
-    def _build(self) -> faiss.Index:
-        vectors = self.vectors
-        index = self._new_index()
-        self._index_is_fallback = False
-        if not index.is_trained:
+    def _exact_search(self, queries: np.ndarray, want: int, keys: np.ndarray) -> list[np.ndarray]:
+        """Score every row of ``keys`` (kept, staged or reconstructed): the best ``want`` keys per query."""
+        counts = np.array([self._counts[int(k)] for k in keys], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        best = np.empty((len(queries), len(keys)), dtype=np.float32)
+        step = max(1, _CHUNK_ROWS // max(1, int(counts.max())))
+        for lo in range(0, len(keys), step):
+            hi = min(len(keys), lo + step)
+            _, vectors = self.rows_of(keys[lo:hi])
+            scores = queries @ vectors.T
+            best[:, lo:hi] = np.maximum.reduceat(scores, starts[lo:hi] - starts[lo], axis=1)
+        out = []
+        for row in best:
+            top = np.argpartition(-row, want - 1)[:want] if want < len(row) else np.arange(len(row))
+            out.append(keys[top[np.argsort(-row[top], kind="stable")]])
+        return out
+
+    def _flat_rows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Zero-copy ``(rows, labels)`` views of an IndexIDMap2 over IndexFlat (valid until the next change)."""
+        if not isinstance(self._index, faiss.IndexIDMap):
+            return None
+        flat = faiss.downcast_index(self._index.index)
+        if not isinstance(flat, faiss.IndexFlat) or flat.ntotal == 0:
+            return None
+        n = int(flat.ntotal)
+        rows = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
+        return rows, faiss.rev_swig_ptr(self._index.id_map.data(), n)
+
+    def _params(self, selector: faiss.IDSelector | None):
+        if selector is None:
+            return None
+        if self._hnsw:
+            hnsw = faiss.downcast_index(self._index.index)
+            return faiss.SearchParametersHNSW(sel=selector, efSearch=hnsw.hnsw.efSearch)
+        if self._ivf:
+            ivf = faiss.extract_index_ivf(self._index)
+            return faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe, max_codes=ivf.max_codes)
+        return faiss.SearchParameters(sel=selector)
+
+    def _selector_supported(self) -> bool:
+        if self._selector_ok is None:
+            probe = faiss.IDSelectorBatch(np.zeros(1, dtype=np.int64))
             try:
-                index.train(vectors)
-            except RuntimeError as e:
-                logger.info("Too few vectors to train %s (%s); searching exactly for now.", self.index_factory, e)
-                index = faiss.IndexFlatIP(self.dim)
-                self._index_is_fallback = True
-        index.add(vectors)
-        if not self._index_is_fallback:
-            self._prepare(index)
+                self._index.search(np.zeros((1, self.dim), dtype=np.float32), 1, params=self._params(probe))
+                self._selector_ok = True
+            except RuntimeError:
+                self._selector_ok = False
+        return self._selector_ok
+
+    def _index_search(self, queries: np.ndarray, want: int, allowed_keys: np.ndarray | None) -> list[np.ndarray]:
+        index = self._index
+        allowed_labels = None
+        if allowed_keys is not None:
+            allowed_labels = np.concatenate([labels_of(int(k), self._counts[int(k)]) for k in allowed_keys])
+        tombstones = self.tombstones
+        selector, inner, post_filter, excluded = None, None, None, None
+        if (allowed_labels is None and not len(tombstones)) or not self._selector_supported():
+            post_filter, excluded = allowed_labels, tombstones if len(tombstones) else None
+        else:
+            if allowed_labels is not None:
+                selector = faiss.IDSelectorBatch(allowed_labels)  # tombstones are never allowed
+            elif len(tombstones):
+                inner = faiss.IDSelectorBatch(tombstones)
+                selector = faiss.IDSelectorNot(inner)
+        params = self._params(selector)
+        limit = index.ntotal  # never stop widening before the whole index was searched
+        if selector is not None and allowed_labels is not None:
+            limit = min(limit, len(allowed_labels))
+        per_doc = max(1.0, self._rows / max(1, self.document_count))
+        k = 2 * want * per_doc
+        if post_filter is not None:  # only this share of the rows found can be kept
+            k *= index.ntotal / max(1, len(post_filter))
+        k = int(min(limit, max(16, k)))
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(queries)
+        todo = np.arange(len(queries))
+        flat = self._flat_rows() if selector is None and len(queries) > 1 else None
+        while len(todo) and k > 0:
+            if flat is not None:  # a batch over Flat: one sgemm per block of rows beats FAISS's batched path
+                labels = _flat_top_k(queries[todo], k, *flat)
+            else:
+                _, labels = index.search(queries[todo], k, params=params)
+            short = []
+            for row, qi in enumerate(todo):
+                found = labels[row]
+                found = found[found >= 0]
+                if post_filter is not None:
+                    found = found[np.isin(found, post_filter)]
+                elif excluded is not None:
+                    found = found[~np.isin(found, excluded)]
+                results[qi] = _unique_in_order(keys_of(found))
+                if len(results[qi]) < want and k < limit:
+                    short.append(qi)
+            todo = np.asarray(short, dtype=np.int64)
+            k = int(min(limit, 2 * k))
+        del inner
+        for qi, found in enumerate(results):
+            if len(found) < want:  # an approximate index that did not reach every allowed row: finish exactly
+                keys = allowed_keys if allowed_keys is not None else self.keys()
+                results[qi] = self._exact_search(queries[qi : qi + 1], want, keys)[0]
+            else:
+                results[qi] = found[:want]
+        return results
+
+    # ---------------------------------------------------------------------------------------- building
+    def _new_base(self) -> faiss.Index:
+        try:
+            return faiss.index_factory(self.dim, self.index_factory, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as e:
+            msg = f"FAISS cannot build index_factory={self.index_factory!r} for dimension {self.dim}: {e}"
+            raise ValueError(msg) from e
+
+    def _wrap(self, base: faiss.Index) -> faiss.Index:
+        """Give ``base`` stable labels: IVF's own ids with a hashtable direct map, else an IndexIDMap2."""
+        self._apply_parameters(base)
+        # IVF keeps its own ids; anything else gets an id map (whose Python wrapper keeps ``base`` alive)
+        index = base if faiss.try_extract_index_ivf(base) is not None else faiss.IndexIDMap2(base)
+        self._make_ids(index)
         return index
 
-    def _new_index(self) -> faiss.Index:
-        return faiss.index_factory(self.dim, self.index_factory, faiss.METRIC_INNER_PRODUCT)
+    def _make_ids(self, index: faiss.Index | None = None) -> None:
+        index = index if index is not None else self._index
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None and ivf.direct_map.type != faiss.DirectMap.Hashtable:
+            ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
 
-    def _prepare(self, index: faiss.Index) -> None:
-        if not self.keep_vectors:
-            _make_reconstructible(index)
-        if _is_flat(index):
-            return
+    def _apply_parameters(self, index: faiss.Index) -> None:
         space = faiss.ParameterSpace()
         for name, value in self.search_parameters.items():
             try:
@@ -233,54 +407,119 @@ class ViewIndex:
                 msg = f"FAISS search parameter {name}={value!r} does not apply to index {self.index_factory!r}: {e}"
                 raise ValueError(msg) from e
 
-    def search(self, query: np.ndarray, k: int, allowed_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``k`` rows for one query ``(d,)``: ``(scores, rows)``, best first, restricted to allowed rows."""
-        index = self._ensure_index()
-        q = query.reshape(1, -1)
-        if allowed_rows is None:
-            scores, rows = index.search(q, k)
-        else:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed_rows.astype(np.int64)))
-            try:
-                scores, rows = index.search(q, k, params=params)
-            except RuntimeError:  # an index type without selector support: filter afterwards
-                scores, rows = index.search(q, min(self.ntotal, k * 4))
-                keep = np.isin(rows[0], allowed_rows)
-                scores, rows = scores[:, keep][:, :k], rows[:, keep][:, :k]
-        valid = rows[0] >= 0
-        return scores[0][valid], rows[0][valid]
+    # ------------------------------------------------------------------------------------- persistence
+    @property
+    def faiss_index(self) -> faiss.Index | None:
+        return self._index
 
-    def faiss_index(self) -> faiss.Index:
-        return self._ensure_index()
+    def index_labels(self) -> np.ndarray:
+        """Every label the FAISS index holds (tombstones included), sorted."""
+        if self._index is None:
+            return np.zeros(0, dtype=np.int64)
+        if isinstance(self._index, faiss.IndexIDMap):
+            return np.sort(faiss.vector_to_array(self._index.id_map).astype(np.int64))
+        invlists = faiss.extract_index_ivf(self._index).invlists
+        parts = [
+            faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
+            for i in range(invlists.nlist)
+            if invlists.list_size(i)
+        ]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
-    def set_faiss_index(self, index: faiss.Index) -> None:
-        """Use ``index`` for the first ``index.ntotal`` rows (e.g. one read back from a saved store)."""
-        # a saved exact stand-in for a trainable index that had too few vectors: retrain once there are enough
-        self._index_is_fallback = _is_flat(index) and not _is_flat(self._new_index())
-        self._prepare(index)
-        self._index, self._indexed_rows = index, int(index.ntotal)
+    def restore(
+        self,
+        counts: dict[int, int],
+        index: faiss.Index | None,
+        held: dict[int, np.ndarray],
+        tombstones: np.ndarray,
+    ) -> None:
+        """Set every row at once from a saved copy (``held``: kept or staged rows, by key)."""
+        self._counts = dict(counts)
+        self._rows = sum(counts.values())
+        self._tombstones = set(tombstones.tolist())
+        self._selector_ok = None
+        if index is not None:
+            if not isinstance(index, faiss.IndexIDMap) and faiss.try_extract_index_ivf(index) is None:
+                msg = "the saved FAISS index has no stable ids"
+                raise ValueError(msg)
+            self._apply_parameters(index)
+            self._make_ids(index)
+        self._index = index
+        self._staging, self._staged_rows, self._kept = {}, 0, {}
+        if index is None:
+            self._staging = held
+            self._staged_rows = sum(len(v) for v in held.values())
+        if self.keeps_rows:
+            self._kept = dict(held)
+
+    def held_rows(self) -> dict[int, np.ndarray]:
+        """The float32 rows held beside the index: staged rows before training, kept rows beside a lossy one."""
+        return self._staging if self._index is None else self._kept
+
+    @property
+    def tombstones(self) -> np.ndarray:
+        return np.sort(np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones)))
 
 
-def _make_reconstructible(index: faiss.Index) -> None:
-    """IVF indexes reconstruct a row only through a direct map from row to inverted-list entry."""
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None and ivf.direct_map.type == faiss.DirectMap.NoMap:
-        ivf.make_direct_map()
+def _flat_top_k(queries: np.ndarray, k: int, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The labels of each query's ``k`` best rows by inner product, best first: exact, like ``IndexFlatIP``."""
+    n = len(rows)
+    k = min(k, n)
+    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+    block = max(k, (1 << 24) // max(1, len(queries)))  # at most 16M scores (64 MiB) at a time
+    for lo in range(0, n, block):
+        scores = queries @ rows[lo : lo + block].T
+        take = min(k, scores.shape[1])
+        part = np.argpartition(-scores, take - 1, axis=1)[:, :take] if take < scores.shape[1] else None
+        if part is None:
+            part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, part, 1)], axis=1)
+        merged_rows = np.concatenate([best_rows, part + lo], axis=1)
+        if merged_scores.shape[1] > k:
+            keep = np.argpartition(-merged_scores, k - 1, axis=1)[:, :k]
+            merged_scores = np.take_along_axis(merged_scores, keep, 1)
+            merged_rows = np.take_along_axis(merged_rows, keep, 1)
+        best_scores, best_rows = merged_scores, merged_rows
+    order = np.argsort(-best_scores, axis=1, kind="stable")
+    return labels[np.take_along_axis(best_rows, order, 1)]
 
 
-def _is_flat(index: faiss.Index) -> bool:
-    return isinstance(index, faiss.IndexFlat)
-
-
-def collapse_to_documents(
-    scores: np.ndarray, rows: np.ndarray, row_doc: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """
-    Keep each document's best row, in score order (vectorised: rows arrive sorted by score).
-
-    :returns: ``(slots, scores, rows)`` of the unique documents, best first.
-    """
-    slots = row_doc[rows]
-    _, first = np.unique(slots, return_index=True)
+def _unique_in_order(keys: np.ndarray) -> np.ndarray:
+    """Each key once, at its first (best) position."""
+    _, first = np.unique(keys, return_index=True)
     first.sort()
-    return slots[first], scores[first], rows[first]
+    return keys[first]
+
+
+def _reconstructs_exactly(base: faiss.Index) -> bool:
+    index = faiss.downcast_index(base)
+    if isinstance(index, faiss.IndexFlat):
+        return True
+    if isinstance(index, faiss.IndexHNSW):
+        return isinstance(faiss.downcast_index(index.storage), faiss.IndexFlat)
+    return isinstance(index, faiss.IndexIVFFlat)
+
+
+def _centroids(base: faiss.Index) -> int:
+    """The largest k-means a trainable index runs: IVF lists, a PQ codebook, OPQ's own PQ (256 centroids)."""
+    centroids = 1
+    ivf = faiss.try_extract_index_ivf(base)
+    if ivf is not None:
+        centroids = max(centroids, ivf.nlist)
+    index = faiss.downcast_index(base)
+    if isinstance(index, faiss.IndexPreTransform):
+        for i in range(index.chain.size()):
+            transform = faiss.downcast_VectorTransform(index.chain.at(i))
+            if isinstance(transform, faiss.OPQMatrix):
+                centroids = max(centroids, 1 << transform.pq.nbits if transform.pq is not None else 256)
+        index = faiss.downcast_index(index.index)
+    pq = getattr(index, "pq", None)
+    if pq is not None:
+        centroids = max(centroids, pq.ksub)
+    return centroids
+
+
+def _default_train_size(centroids: int) -> int:
+    """FAISS's advice: 39 training rows per centroid of the largest k-means, capped at 2^20 rows."""
+    return min(max(39 * centroids, 256), 1 << 20)

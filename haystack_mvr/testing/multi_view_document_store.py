@@ -226,7 +226,8 @@ class MultiViewSearchTests(MultiViewFixturesMixin):
         document_store.write_documents([self.mv_doc("d0", [[1.0, 0.0]] * 50)])
         document_store.write_documents([self.mv_doc(f"d{i}", [[0.01 * i, 1.0]]) for i in range(1, 6)])
         hits = document_store.search(self.vec(1, 0), top_k=4)
-        assert len(hits) == 4 and hits[0].id == "d0" and len({h.id for h in hits}) == 4
+        assert len(hits) == 4 and len({h.id for h in hits}) == 4
+        assert hits[0].id == "d0" or not self.exact_search
 
     def test_top_k_larger_than_store(self, document_store):
         document_store.write_documents([self.mv_doc(f"d{i}", [[1, i], [i, 1]]) for i in range(3)])
@@ -249,9 +250,11 @@ class MultiViewSearchTests(MultiViewFixturesMixin):
         docs = [self.mv_doc(f"d{i}", [[1.0 - i / 100, 0.0], [0.0, 0.5]], group=i % 2) for i in range(40)]
         document_store.write_documents(docs)
         group1 = {"field": "meta.group", "operator": "==", "value": 1}
-        hits = document_store.search(self.vec(1, 0), top_k=7, filters=group1)
-        assert [h.id for h in hits] == [f"d{i}" for i in range(1, 15, 2)]
+        hits = document_store.search(self.vec(1, 0), top_k=7, filters=group1, return_embedding=True)
+        self.assert_valid_results(hits, self.vec(1, 0), 7, 20)
         assert all(h.meta["group"] == 1 for h in hits)
+        if self.exact_search:
+            assert [h.id for h in hits] == [f"d{i}" for i in range(1, 15, 2)]
 
     def test_filter_matching_few_returns_all_matches(self, document_store):
         docs = self.random_docs(60, seed=1)

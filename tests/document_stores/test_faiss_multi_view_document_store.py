@@ -5,28 +5,6 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
-from haystack.testing.document_store import (
-    CountDocumentsByFilterTest,
-    CountUniqueMetadataByFilterTest,
-    DocumentStoreBaseExtendedTests,
-    GetMetadataFieldMinMaxTest,
-    GetMetadataFieldsInfoTest,
-    GetMetadataFieldUniqueValuesTest,
-)
-from haystack.testing.document_store_async import (
-    CountDocumentsAsyncTest,
-    CountDocumentsByFilterAsyncTest,
-    CountUniqueMetadataByFilterAsyncTest,
-    DeleteAllAsyncTest,
-    DeleteByFilterAsyncTest,
-    DeleteDocumentsAsyncTest,
-    FilterDocumentsAsyncTest,
-    GetMetadataFieldMinMaxAsyncTest,
-    GetMetadataFieldsInfoAsyncTest,
-    GetMetadataFieldUniqueValuesAsyncTest,
-    UpdateByFilterAsyncTest,
-    WriteDocumentsAsyncTest,
-)
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.views import MATCHED_TEXT_KEY, MATCHED_VIEW_KEY, SPANS_KEY, VIEWS_KEY, attach_views
@@ -40,53 +18,6 @@ def keep_vectors(request):
 @pytest.fixture
 def document_store(keep_vectors):
     return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
-
-
-class TestHaystackSuite(
-    DocumentStoreBaseExtendedTests,
-    CountDocumentsByFilterTest,
-    CountUniqueMetadataByFilterTest,
-    GetMetadataFieldsInfoTest,
-    GetMetadataFieldMinMaxTest,
-    GetMetadataFieldUniqueValuesTest,
-):
-    @pytest.fixture
-    def document_store(self, keep_vectors):
-        return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
-
-    def test_write_documents(self, document_store):
-        docs = [Document(id="1", content="a"), Document(id="2", content="b", embedding=[0.1, 0.2])]
-        assert document_store.write_documents(docs) == 2
-        assert sorted(d.id for d in document_store.filter_documents()) == ["1", "2"]
-        with pytest.raises(DuplicateDocumentError):
-            document_store.write_documents([Document(id="1", content="again")])
-        assert document_store.write_documents([Document(id="1", content="again")], DuplicatePolicy.SKIP) == 0
-        assert document_store.write_documents([Document(id="1", content="new")], DuplicatePolicy.OVERWRITE) == 1
-        assert {d.id: d.content for d in document_store.filter_documents()} == {"1": "new", "2": "b"}
-
-
-class TestAsyncSuite(
-    CountDocumentsAsyncTest,
-    CountDocumentsByFilterAsyncTest,
-    CountUniqueMetadataByFilterAsyncTest,
-    GetMetadataFieldsInfoAsyncTest,
-    GetMetadataFieldMinMaxAsyncTest,
-    GetMetadataFieldUniqueValuesAsyncTest,
-    DeleteAllAsyncTest,
-    DeleteByFilterAsyncTest,
-    DeleteDocumentsAsyncTest,
-    FilterDocumentsAsyncTest,
-    UpdateByFilterAsyncTest,
-    WriteDocumentsAsyncTest,
-):
-    @pytest.fixture
-    def document_store(self, keep_vectors):
-        return FaissMultiViewDocumentStore(keep_vectors=keep_vectors)
-
-    @pytest.mark.asyncio
-    async def test_write_documents_async(self, document_store):
-        assert await document_store.write_documents_async([Document(id="x", content="x")]) == 1
-        assert await document_store.count_documents_async() == 1
 
 
 def multi_view_doc(i: int, views, spans=None, **meta) -> Document:
@@ -173,7 +104,7 @@ def test_document_count_follows_writes_overwrites_and_deletes(document_store, tm
     assert count() == 4
     document_store.write_documents([multi_view_doc(1, [[0, 1]] * 5)], policy=DuplicatePolicy.OVERWRITE)
     document_store.delete_documents(["d0", "plain", "unknown"])
-    assert count() == 3 == len(np.unique(document_store._views.row_doc))
+    assert count() == 3 == len(document_store._views.keys())
     assert len(document_store.search([1.0, 0.0], top_k=10)) == 3
     document_store.save(tmp_path / "s")
     loaded = FaissMultiViewDocumentStore()
@@ -227,9 +158,9 @@ def test_search_parameters_reach_the_index_after_builds_and_loads(tmp_path):
 
 def test_unknown_search_parameter_is_named():
     store = FaissMultiViewDocumentStore(index_factory="IVF4,Flat", search_parameters={"efSearch": 64})
-    store.write_documents([multi_view_doc(i, [[float(i), 1.0]]) for i in range(200)])
     with pytest.raises(ValueError, match="efSearch"):
-        store.search([1.0, 0.0], top_k=1)
+        store.write_documents([multi_view_doc(i, [[float(i), 1.0]]) for i in range(200)])
+    assert store.count_documents() == 0  # refused before anything was written
     with pytest.raises(ValueError, match="search_parameters"):
         FaissMultiViewDocumentStore(search_parameters={"nprobe": "8"})
 
@@ -283,6 +214,43 @@ def test_to_dict_and_back():
             "encoder_config": {"mode": "mvr"},
             "search_parameters": {"efSearch": 64},
             "keep_vectors": False,
+            "train_size": None,
+            "search_threads": None,
         },
     }
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
+
+
+@pytest.mark.parametrize("through_faiss", [False, True], ids=["small-filter-exact", "selector-or-widening"])
+@pytest.mark.parametrize(
+    ("factory", "params"),
+    [
+        ("PQ8", None),
+        ("OPQ8,PQ8", None),
+        ("IVF16,PQ8", {"nprobe": 4}),
+        ("IVF16,Flat", {"nprobe": 16}),
+        ("HNSW32", None),
+    ],
+)
+def test_filtered_search_returns_top_k_on_every_index(factory, params, through_faiss, monkeypatch):
+    """Issue 13: with 6 matching documents and top_k=5, PQ/OPQ/IVF-PQ returned 0, IVF16,Flat 0-1 and HNSW32 1."""
+    from haystack_mvr.document_stores.view_index import ViewIndex
+
+    if through_faiss:
+        monkeypatch.setattr(ViewIndex, "exact_rows", 0)
+    rng = np.random.default_rng(0)
+    views = rng.normal(size=(2000, 4, 32)).astype(np.float32)
+    store = FaissMultiViewDocumentStore(
+        index_factory=factory, search_parameters=params, train_size=1000, search_threads=1
+    )
+    store.write_documents(
+        [attach_views(Document(id=f"d{i}", content="x", meta={"tag": i % 333 == 7}), v) for i, v in enumerate(views)]
+    )
+    matching = [i for i in range(2000) if i % 333 == 7]
+    assert len(matching) == 6
+    for q in rng.normal(size=(5, 32)).astype(np.float32):
+        hits = store.search(q, top_k=5, filters={"field": "meta.tag", "operator": "==", "value": True})
+        assert len(hits) == 5 and {h.id for h in hits} <= {f"d{i}" for i in matching}
+        exact = sorted(matching, key=lambda i: -float(np.max(views[i] @ q)))[:5]
+        if not through_faiss or factory in {"IVF16,Flat"}:
+            assert [h.id for h in hits] == [f"d{i}" for i in exact]

@@ -1,16 +1,13 @@
-"""keep_vectors=False: the FAISS index is the only copy of the views."""
-
-import gc
-import json
-import weakref
+"""Where a view's vector lives: the index alone when it reconstructs exactly, float32 rows beside a lossy one only
+with keep_vectors, a staging buffer until a trainable index is trained; and writes never rebuild or retrain."""
 
 import faiss
 import numpy as np
 import pytest
 from haystack import Document
-from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.view_index import MAX_VIEWS
 from haystack_mvr.views import VIEWS_KEY, attach_views
 
 DIM = 16
@@ -26,139 +23,141 @@ def docs(views, start=0):
     return [attach_views(Document(id=f"d{start + i}", content="x"), v) for i, v in enumerate(views)]
 
 
-def top1(store, views, ids):
-    """For each id, is the document found at rank 1 by one of its own views (scaled, with a little noise)?"""
-    rng = np.random.default_rng(7)
-    return [store.search(views[i, i % views.shape[1]] * 5 + rng.normal(0, 0.01, DIM), top_k=1)[0].id for i in ids]
+def held_bytes(store):
+    return sum(v.nbytes for v in store._views.held_rows().values())
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat", "PQ4x4", "OPQ4,PQ4x4"])
-def test_index_only_store_holds_no_float_rows_and_ranks_like_a_kept_one(factory):
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat"])
+@pytest.mark.parametrize("keep", [True, False])
+def test_an_exact_index_is_the_only_copy(factory, keep):
+    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=keep, train_size=64, search_threads=1)
     views = unit_views(300, seed=0)
-    kept = FaissMultiViewDocumentStore(index_factory=factory)
-    index_only = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False)
+    store.write_documents(docs(views))
+    assert held_bytes(store) == 0 and store._views.faiss_index.ntotal == 900
+    got = store.search(views[10, 1], top_k=1, return_embedding=True)[0]
+    np.testing.assert_array_equal(got.meta[VIEWS_KEY], views[10])
+
+
+@pytest.mark.parametrize("factory", ["PQ4x4", "OPQ4,PQ4x4", "SQ8", "IVF8,PQ4x4"])
+def test_lossy_index_keeps_rows_only_with_keep_vectors(factory):
+    views = unit_views(300, seed=1)
+    kept = FaissMultiViewDocumentStore(index_factory=factory, train_size=256, search_threads=1)
+    index_only = FaissMultiViewDocumentStore(
+        index_factory=factory, keep_vectors=False, train_size=256, search_threads=1
+    )
     for store in (kept, index_only):
         store.write_documents(docs(views))
-    query = views[10, 1] + views[20, 2]
-    lossy = "PQ" in factory  # kept vectors score exactly; an index-only store scores its reconstruction
-    compared = 2 if lossy else 10
-    assert [(d.id, None if lossy else round(d.score, 4)) for d in index_only.search(query, top_k=10)][:compared] == [
-        (d.id, None if lossy else round(d.score, 4)) for d in kept.search(query, top_k=10)
-    ][:compared]
-    assert index_only._views.stored_vectors.nbytes == 0
-    assert kept._views.stored_vectors.nbytes == 300 * 3 * DIM * 4
+    assert held_bytes(kept) == views.nbytes and held_bytes(index_only) == 0
+    hit = kept.search(views[5, 2], top_k=1, return_embedding=True)[0]
+    assert hit.id == "d5" and hit.score == pytest.approx(1.0, abs=1e-5)  # kept rows score exactly
+    other = index_only.search(views[5, 2], top_k=1, return_embedding=True)[0]
+    np.testing.assert_allclose(other.meta[VIEWS_KEY], views[int(other.id[1:])], atol=0.8)  # its reconstruction
 
 
-def test_indexed_rows_are_freed_not_just_hidden():
-    store = FaissMultiViewDocumentStore(keep_vectors=False)
-    store.write_documents(docs(unit_views(50, seed=10)))
-    rows = weakref.ref(store._views.stored_vectors)  # the joined float32 rows, before the index exists
-    assert rows() is not None
+def test_streaming_build_trains_once_and_holds_no_rows_after(monkeypatch):
+    """Rows wait in staging (searched exactly) until train_size; then training, and every later write is encoded
+    directly: with keep_vectors=False no float32 row stays in the store."""
+    store = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=False, train_size=600, search_threads=1)
+    store.write_documents(docs(unit_views(100, seed=2)))  # 300 rows: staged, exact
+    assert not store._views.trained and held_bytes(store) == 300 * DIM * 4
+    assert store.search(unit_views(100, seed=2)[7, 1], top_k=1)[0].id == "d7"
+    trains = []
+    real = faiss.IndexIDMap2.train
+    monkeypatch.setattr(faiss.IndexIDMap2, "train", lambda self, x: (trains.append(len(x)), real(self, x))[1])
+    store.write_documents(docs(unit_views(100, seed=3), start=100))  # 600 rows: trained now
+    index = store._views.faiss_index
+    assert trains == [600] and held_bytes(store) == 0 and index.ntotal == 600
+    for n in range(3):
+        store.write_documents(docs(unit_views(50, seed=4 + n), start=200 + 50 * n))
+    store.delete_documents([f"d{i}" for i in range(0, 350, 7)])
+    assert trains == [600] and store._views.faiss_index is index and held_bytes(store) == 0
+    assert index.ntotal == 3 * (350 - 50)
+
+
+@pytest.mark.parametrize("factory", ["HNSW16", "IVF8,Flat", "Flat", "PQ4x4"])
+def test_writes_and_deletes_never_rebuild_the_index(factory):
+    """Defect: one write or delete on HNSW or IVF made the next search rebuild the whole index."""
+    store = FaissMultiViewDocumentStore(index_factory=factory, train_size=64, search_threads=1)
+    store.write_documents(docs(unit_views(300, seed=5)))
     store.search(np.ones(DIM), top_k=1)
-    gc.collect()
-    assert rows() is None
+    index = store._views.faiss_index
+    store.write_documents(docs(unit_views(3, seed=6), start=300))
+    store.search(np.ones(DIM), top_k=1)
+    store.delete_documents(["d1", "d2"])
+    store.search(np.ones(DIM), top_k=1)
+    assert store._views.faiss_index is index
+    assert index.ntotal == 303 * 3 - (0 if factory.startswith("HNSW") else 6)  # HNSW: two tombstoned documents
 
 
-@pytest.mark.parametrize("factory", ["HNSW16", "IVF8,Flat", "PQ4x4"])
-def test_writes_and_deletes_after_training_reencode_without_retraining(factory):
-    exhaustive = {"nprobe": 8} if factory.startswith("IVF") else None  # test the bookkeeping, not IVF misses
-    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False, search_parameters=exhaustive)
-    first, later = unit_views(300, seed=1), unit_views(60, seed=2)
-    store.write_documents(docs(first))
-    store.search(first[0, 0], top_k=1)
-    trained = faiss.serialize_index(store._views.faiss_index())
-    store.write_documents(docs(later, start=300))
-    store.delete_documents([f"d{i}" for i in range(0, 300, 3)])
-    assert store.count_documents() == 260
-
-    survivors = [i for i in range(300) if i % 3]
-    found = top1(store, first, survivors[:40])
-    assert sum(f == f"d{i}" for f, i in zip(found, survivors[:40], strict=True)) >= 38
-    assert top1(store, later, range(20)) == [f"d{300 + i}" for i in range(20)] or factory == "PQ4x4"
-    hits = store.search(first[0, 0], top_k=50)
-    assert len(hits) == 50 and not {h.id for h in hits} & {f"d{i}" for i in range(0, 300, 3)}
-    index = store._views.faiss_index()
-    assert index.ntotal == 260 * 3 and store._views.stored_vectors.nbytes == 0
-    if factory == "PQ4x4":  # the codebooks are the ones trained at the first search
-        before = faiss.downcast_index(faiss.deserialize_index(trained)).pq
-        np.testing.assert_array_equal(
-            faiss.vector_to_array(index.pq.centroids), faiss.vector_to_array(before.centroids)
-        )
+def test_bookkeeping_holds_only_live_documents_under_churn():
+    """Defect: the slot table grew by one entry per write forever."""
+    store = FaissMultiViewDocumentStore()
+    views = unit_views(20, seed=7)
+    for _ in range(50):
+        store.write_documents(docs(views), policy="overwrite")
+    assert len(store._id_of) == len(store._key_of) == 20 == store._views.document_count
+    assert store._views.faiss_index.ntotal == 60
 
 
-@pytest.mark.parametrize(("factory", "tolerance"), [("HNSW16", 1e-6), ("IVF8,Flat", 1e-6), ("PQ4x4", 0.5)])
-def test_embeddings_read_back_are_the_index_reconstruction(factory, tolerance):
-    views = unit_views(300, seed=3)
-    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False)
+def test_hnsw_tombstones_are_never_returned_and_compacted():
+    store = FaissMultiViewDocumentStore(index_factory="HNSW16")
+    views = unit_views(200, seed=8)
     store.write_documents(docs(views))
-    returned = store.search(views[7, 2], top_k=1, return_embedding=True)[0]
-    np.testing.assert_allclose(returned.meta[VIEWS_KEY], views[7], atol=tolerance)
-    store.write_documents(docs(unit_views(5, seed=4), start=300))  # not indexed yet: read back exactly
-    doc = store.filter_documents({"field": "id", "operator": "==", "value": "d7"})[0]
-    np.testing.assert_allclose(doc.embedding, views[7, 0], atol=tolerance)
-    np.testing.assert_allclose(
-        store.filter_documents({"field": "id", "operator": "==", "value": "d302"})[0].embedding,
-        unit_views(5, seed=4)[2, 0],
-        atol=1e-6,
+    store.delete_documents([f"d{i}" for i in range(0, 200, 10)])  # 10%: tombstones
+    assert len(store._views.tombstones) == 60
+    hits = store.search(views[0, 0], top_k=200)
+    assert len(hits) == 180 and not {h.id for h in hits} & {f"d{i}" for i in range(0, 200, 10)}
+    store.delete_documents([f"d{i}" for i in range(1, 200, 5)])  # past a quarter: rebuilt from live rows
+    assert len(store._views.tombstones) == 0 and store._views.faiss_index.ntotal == 3 * 140
+    assert len(store.search(views[3, 0], top_k=500)) == 140
+
+
+def test_too_many_views_are_refused():
+    store = FaissMultiViewDocumentStore()
+    with pytest.raises(ValueError, match=str(MAX_VIEWS)):
+        store.write_documents([attach_views(Document(id="big", content="x"), np.ones((MAX_VIEWS + 1, 2)))])
+    assert store.count_documents() == 0
+
+
+def test_search_batch_is_one_faiss_call(monkeypatch):
+    """Flat batches skip FAISS for one numpy sgemm per block of rows; other indexes get one FAISS call."""
+    store = FaissMultiViewDocumentStore(index_factory="HNSW16")
+    store.write_documents(docs(unit_views(300, seed=9)))
+    calls = []
+    index = store._views.faiss_index
+    real = type(index).search
+    monkeypatch.setattr(
+        type(index), "search", lambda self, x, k, **kw: (calls.append(len(x)), real(self, x, k, **kw))[1]
     )
+    queries = np.random.default_rng(0).normal(size=(32, DIM)).astype(np.float32)
+    out = store.search_batch(queries, top_k=5)
+    assert len(out) == 32 and all(len(o) == 5 for o in out)
+    assert calls == [32]
 
 
-@pytest.mark.parametrize("keep_vectors", [True, False])
-def test_trainable_index_is_trained_once_there_are_enough_vectors(keep_vectors, tmp_path):
-    store = FaissMultiViewDocumentStore(index_factory="PQ4x6", keep_vectors=keep_vectors)
-    store.write_documents(docs(unit_views(10, seed=5)))
+def test_faiss_threads_are_set_for_searches_and_restored(monkeypatch):
+    store = FaissMultiViewDocumentStore()
+    store.write_documents(docs(unit_views(50, seed=10)))
+    seen = []
+    index = store._views.faiss_index
+    real = type(index).search
+    monkeypatch.setattr(
+        type(index),
+        "search",
+        lambda self, x, k, **kw: (seen.append(faiss.omp_get_max_threads()), real(self, x, k, **kw))[1],
+    )
+    before = faiss.omp_get_max_threads()
     store.search(np.ones(DIM), top_k=1)
-    assert isinstance(
-        store._views.faiss_index(), faiss.IndexFlat
-    )  # 30 rows, too few to train 64 centroids: exact for now
-    store.save(tmp_path / "s")
-    store.load(tmp_path / "s")  # an exact stand-in read back is still replaced once it can be
-    store.write_documents(docs(unit_views(300, seed=6), start=10))
+    assert seen[-1] == 1 and faiss.omp_get_max_threads() == before
+    FaissMultiViewDocumentStore.search_batch(store, np.ones((2, DIM)), top_k=1)
+    store.search_threads = 2
     store.search(np.ones(DIM), top_k=1)
-    assert isinstance(faiss.downcast_index(store._views.faiss_index()), faiss.IndexPQ)
-    assert store._views.faiss_index().ntotal == 310 * 3
+    assert seen[-1] == 2 and faiss.omp_get_max_threads() == before
 
 
-def test_index_only_save_holds_no_vectors_and_loads_only_with_its_factory(tmp_path):
-    views = unit_views(300, seed=8)
-    store = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=False)
-    store.write_documents(docs(views))
-    store.delete_documents(["d5"])
-    store.save(tmp_path / "s")
-    version = next((tmp_path / "s").glob("v-*"))
-    assert np.load(version / "vectors.npy").shape == (0, DIM)
-    query = views[9, 1]
-    expected = [(d.id, round(d.score, 4)) for d in store.search(query, top_k=5)]
-
-    for keep in (False, True):  # a store that keeps vectors takes the reconstruction
-        loaded = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=keep)
-        loaded.load(tmp_path / "s")
-        assert [(d.id, round(d.score, 4)) for d in loaded.search(query, top_k=5)] == expected
-        assert loaded.count_documents() == 299
-    with pytest.raises(DocumentStoreError, match=r"keep_vectors=False.*index_factory='PQ4x4'"):
-        FaissMultiViewDocumentStore(index_factory="Flat").load(tmp_path / "s")
-
-
-def test_mismatched_saved_index_is_refused(tmp_path):
-    store = FaissMultiViewDocumentStore(keep_vectors=False)
-    store.write_documents(docs(unit_views(20, seed=9)))
-    store.save(tmp_path / "s")
-    version = next((tmp_path / "s").glob("v-*"))
-    faiss.write_index(faiss.IndexFlatIP(DIM + 1), str(version / "index.faiss"))
-    with pytest.raises(DocumentStoreError, match=r"index\.faiss"):  # caught by its checksum
-        FaissMultiViewDocumentStore().load(tmp_path / "s")
-    manifest = json.loads((version / "manifest.json").read_text())  # a consistent but wrong index
-    manifest["checksums"]["index.faiss"] = persistence._sha256(version / "index.faiss")
-    (version / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DocumentStoreError, match=f"dimension {DIM + 1}"):
-        FaissMultiViewDocumentStore().load(tmp_path / "s")
-    faiss.write_index(faiss.IndexFlatIP(DIM), str(version / "index.faiss"))  # right dimension, no rows
-    manifest["checksums"]["index.faiss"] = persistence._sha256(version / "index.faiss")
-    (version / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DocumentStoreError, match="corrupt"):
-        FaissMultiViewDocumentStore().load(tmp_path / "s")
-
-
-def test_keep_vectors_must_be_a_bool():
-    with pytest.raises(ValueError, match="keep_vectors"):
-        FaissMultiViewDocumentStore(keep_vectors="no")
+def test_search_on_documents_without_vectors_warns(caplog):
+    store = FaissMultiViewDocumentStore()
+    store.write_documents([Document(id="plain", content="no vector")])
+    with caplog.at_level("WARNING"):
+        assert store.search(np.ones(DIM), top_k=3) == []
+    assert "no vectors" in caplog.text
