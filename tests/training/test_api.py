@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 import torch
 
-from haystack_mvr.cli.train import add_train_parser
+from haystack_mvr.cli.train import add_mine_parser, add_train_parser
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
 from haystack_mvr.training.negatives import read_negatives
@@ -15,7 +15,9 @@ from haystack_mvr.training.negatives import read_negatives
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="haystack-mvr")
-    add_train_parser(p.add_subparsers(dest="command", required=True))
+    subparsers = p.add_subparsers(dest="command", required=True)
+    add_train_parser(subparsers)
+    add_mine_parser(subparsers)
     return p
 
 
