@@ -19,6 +19,7 @@ from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils.filters import document_matches_filter
 
 from haystack_mvr.document_stores import metadata_queries, persistence
+from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import MAX_VIEWS, ViewIndex, default_threads, omp_threads
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, extract_views
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 _SCALARS = (str, int, float, bool, type(None))
 
 
-class FaissMultiViewDocumentStore:
+class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     """
     Stores documents and all their views; searches views with FAISS and ranks documents by their best view.
 
@@ -282,54 +283,13 @@ class FaissMultiViewDocumentStore:
             return copy.deepcopy(values), total
 
     # ---------------------------------------------------------------------------------------- async API
-    async def count_documents_async(self) -> int:
-        return await asyncio.to_thread(self.count_documents)
-
-    async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
-        return await asyncio.to_thread(self.filter_documents, filters)
-
     async def write_documents_async(
         self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
     ) -> int:
         return await asyncio.to_thread(self.write_documents, documents, policy)
 
-    async def delete_documents_async(self, document_ids: list[str]) -> None:
-        await asyncio.to_thread(self.delete_documents, document_ids)
-
     async def delete_all_documents_async(self) -> None:
         await asyncio.to_thread(self.delete_all_documents)
-
-    async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.delete_by_filter, filters)
-
-    async def update_by_filter_async(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.update_by_filter, filters, meta)
-
-    async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.count_documents_by_filter, filters)
-
-    async def count_unique_metadata_by_filter_async(
-        self, filters: dict[str, Any], metadata_fields: list[str]
-    ) -> dict[str, int]:
-        return await asyncio.to_thread(self.count_unique_metadata_by_filter, filters, metadata_fields)
-
-    async def get_metadata_fields_info_async(self) -> dict[str, dict[str, str]]:
-        return await asyncio.to_thread(self.get_metadata_fields_info)
-
-    async def get_metadata_field_min_max_async(self, metadata_field: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_metadata_field_min_max, metadata_field)
-
-    async def get_metadata_field_unique_values_async(
-        self,
-        metadata_field: str,
-        search_term: str | None = None,
-        from_: int = 0,
-        size: int = 10,
-        filters: dict[str, Any] | None = None,
-    ) -> tuple[list[Any], int]:
-        return await asyncio.to_thread(
-            self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
-        )
 
     async def search_async(
         self,

@@ -24,6 +24,7 @@ from haystack_mvr.document_stores import metadata_queries
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import GLOBAL_VECTOR, SEQ_KEY, VIEWS_VECTOR, PreparedDocument
 from haystack_mvr.document_stores.qdrant.filters import convert_filters
+from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match
 
 #: Key of this package's record in the collection metadata (the encoder config the views come from).
@@ -70,7 +71,7 @@ class _LocalClients:
 _LOCAL_CLIENTS = _LocalClients()
 
 
-class QdrantMultiViewDocumentStore:
+class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     """
     Stores each document as one Qdrant point whose views form a multivector compared with ``MAX_SIM``.
 
@@ -657,54 +658,13 @@ class QdrantMultiViewDocumentStore:
         return queries, convert_filters(filters)
 
     # ---------------------------------------------------------------------------------------- async API
-    async def count_documents_async(self) -> int:
-        return await asyncio.to_thread(self.count_documents)
-
-    async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
-        return await asyncio.to_thread(self.filter_documents, filters)
-
     async def write_documents_async(
         self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
     ) -> int:
         return await asyncio.to_thread(self.write_documents, documents, policy)
 
-    async def delete_documents_async(self, document_ids: list[str]) -> None:
-        await asyncio.to_thread(self.delete_documents, document_ids)
-
     async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
         await asyncio.to_thread(self.delete_all_documents, recreate_index)
-
-    async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.delete_by_filter, filters)
-
-    async def update_by_filter_async(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.update_by_filter, filters, meta)
-
-    async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
-        return await asyncio.to_thread(self.count_documents_by_filter, filters)
-
-    async def count_unique_metadata_by_filter_async(
-        self, filters: dict[str, Any], metadata_fields: list[str]
-    ) -> dict[str, int]:
-        return await asyncio.to_thread(self.count_unique_metadata_by_filter, filters, metadata_fields)
-
-    async def get_metadata_fields_info_async(self) -> dict[str, dict[str, str]]:
-        return await asyncio.to_thread(self.get_metadata_fields_info)
-
-    async def get_metadata_field_min_max_async(self, metadata_field: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_metadata_field_min_max, metadata_field)
-
-    async def get_metadata_field_unique_values_async(
-        self,
-        metadata_field: str,
-        search_term: str | None = None,
-        from_: int = 0,
-        size: int = 10,
-        filters: dict[str, Any] | None = None,
-    ) -> tuple[list[Any], int]:
-        return await asyncio.to_thread(
-            self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
-        )
 
     # ---------------------------------------------------------------------------------------- internals
     def _scroll(self, qfilter: models.Filter | None, with_vectors: Any) -> Iterator[models.Record]:
