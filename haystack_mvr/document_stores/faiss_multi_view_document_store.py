@@ -19,6 +19,7 @@ from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils.filters import document_matches_filter
 
 from haystack_mvr.document_stores import metadata_queries, persistence
+from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import MAX_VIEWS, ViewIndex, default_threads, omp_threads
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, extract_views
@@ -167,13 +168,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
 
         :returns: The number of documents written.
         """
-        if isinstance(documents, (str, bytes, dict, Document)) or not isinstance(documents, Iterable):
-            msg = "Please provide a list of Documents."
-            raise ValueError(msg)
-        documents = list(documents)
-        if any(not isinstance(d, Document) for d in documents):
-            msg = "Please provide a list of Documents."
-            raise ValueError(msg)
+        documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
         with self._lock:
             self._ensure_loaded()
@@ -208,10 +203,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete documents and all their views; unknown and repeated ids are ignored."""
-        if isinstance(document_ids, (str, bytes)) or not isinstance(document_ids, Iterable):
-            msg = f"document_ids must be a list of ids, got {type(document_ids).__name__}: {str(document_ids)[:50]!r}."
-            raise ValueError(msg)
-        ids = list(dict.fromkeys(document_ids))
+        ids = document_id_list(document_ids)
         with self._lock:
             self._ensure_loaded()
             self._remove([i for i in ids if i in self._documents])

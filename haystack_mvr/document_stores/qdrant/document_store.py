@@ -21,6 +21,7 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models
 
 from haystack_mvr.document_stores import metadata_queries
+from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import GLOBAL_VECTOR, SEQ_KEY, VIEWS_VECTOR, PreparedDocument
 from haystack_mvr.document_stores.qdrant.filters import convert_filters
@@ -408,13 +409,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         :param documents: Documents (any iterable, a generator too).
         :returns: The number of documents written.
         """
-        if isinstance(documents, (str, bytes, dict, Document)) or not isinstance(documents, Iterable):
-            msg = "Please provide a list of Documents."
-            raise ValueError(msg)
-        documents = list(documents)
-        if any(not isinstance(d, Document) for d in documents):
-            msg = "Please provide a list of Documents."
-            raise ValueError(msg)
+        documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
         prepared = [converters.prepare(d) for d in documents]
         with self._lock:
@@ -437,13 +432,13 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete documents (and their views); unknown and repeated ids are ignored."""
-        ids = _id_list(document_ids)
+        ids = document_id_list(document_ids)
         if not ids:
             return
         with self._lock:
             if self._describe() is None:
                 return
-            selector = models.PointIdsList(points=[converters.point_id(i) for i in dict.fromkeys(ids)])
+            selector = models.PointIdsList(points=[converters.point_id(i) for i in ids])
             self.client.delete(self.index, points_selector=selector, wait=True)
 
     def delete_all_documents(self, recreate_index: bool = False) -> None:
@@ -825,17 +820,6 @@ def _parse(name: str, value: dict[str, Any] | None, model: Any) -> Any:
 
 def _canonical(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str)
-
-
-def _id_list(document_ids: Any) -> list[str]:
-    if isinstance(document_ids, (str, bytes)) or not isinstance(document_ids, Iterable):
-        msg = f"document_ids must be a list of document ids, got {type(document_ids).__name__}."
-        raise ValueError(msg)
-    ids = list(document_ids)
-    if any(not isinstance(i, str) for i in ids):
-        msg = "document_ids must be a list of strings."
-        raise ValueError(msg)
-    return ids
 
 
 def _check_query_dim(queries: np.ndarray, dim: int) -> None:
