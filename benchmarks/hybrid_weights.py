@@ -55,7 +55,7 @@ def main() -> None:
     docs = load_tier("squad-mv", args.data_dir)
     model = packaged_minilm()
     saved = args.store_dir / "squad-mv-minilm-snippet-pooled-multi-view--zero-shot" if args.store_dir else None
-    store, _ = multi_view_store(docs, model, 64, saved)
+    store, _, _ = multi_view_store(docs, model, 64, saved)
     bm25_query, bm25_inputs, _ = bm25_system(docs)
     dense_query, dense_inputs = multi_view_system(store, model)
 

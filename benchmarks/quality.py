@@ -33,9 +33,10 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence, versioned_directory
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
+from haystack_mvr.views import VIEWS_KEY
 
 SYSTEMS = ("bm25", "single-vector", "snippet", "checkpoints", "hybrid")
 TIERS = {"squad-mv": 0, "squad-mv+20k": 20_000, "squad-mv+200k": 200_000}
@@ -101,15 +102,23 @@ def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
 
 def multi_view_store(
     docs: list[Document], model: str, batch_size: int, saved: Path | None = None
-) -> tuple[FaissMultiViewDocumentStore, float]:
-    """Encode ``docs`` into a Flat store, or load the copy saved at ``saved`` by an earlier run (and save there)."""
+) -> tuple[FaissMultiViewDocumentStore, float, list[np.ndarray]]:
+    """
+    Encode ``docs`` into a Flat store, or load the copy saved at ``saved`` by an earlier run (and save there).
+
+    :returns: The store, the indexing seconds and each document's views (in ``docs`` order), which
+        ``compressed_stores`` writes into other indexes.
+    """
     store = FaissMultiViewDocumentStore(index_factory="Flat")
     timing = saved / "index_seconds.json" if saved else None
-    if saved and timing.exists() and persistence.exists(saved):
+    views_file = saved / "views.npz" if saved else None
+    if saved and timing.exists() and views_file.exists() and persistence.exists(saved):
         store.load(saved)
         if store.count_documents() == len(docs):
             print(f"loaded the encoded corpus from {saved}")
-            return store, json.loads(timing.read_text(encoding="utf-8"))["index_seconds"]
+            with np.load(views_file) as z:
+                views = np.split(z["views"], np.cumsum(z["counts"])[:-1])
+            return store, json.loads(timing.read_text(encoding="utf-8"))["index_seconds"], views
         store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()
     indexing.add_component(
@@ -117,17 +126,24 @@ def multi_view_store(
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    seconds = index(indexing, "embedder", docs)
+    start = time.perf_counter()
+    embedded = indexing.run({"embedder": {"documents": docs}}, include_outputs_from={"embedder"})["embedder"]
+    seconds = time.perf_counter() - start
+    views = [np.asarray(d.meta[VIEWS_KEY], dtype=np.float32) for d in embedded["documents"]]
+    del embedded
     if saved:
         store.save(saved)
+        np.savez(views_file, views=np.concatenate(views), counts=[len(v) for v in views])
         timing.write_text(json.dumps({"index_seconds": seconds, "model": model}) + "\n", encoding="utf-8")
-    return store, seconds
+    return store, seconds, views
 
 
-def compressed_stores(flat: FaissMultiViewDocumentStore, spec: str, scratch: Path):
+def compressed_stores(docs: list[Document], views: list[np.ndarray], spec: str, scratch: Path):
     """
-    The same documents and views under another FAISS index, as a user gets them: save the store, load it with
-    another ``index_factory`` (trained once), then load that copy again with each search setting.
+    The same documents and views under a compressed FAISS index, as a user builds one: the views written into a
+    store with that ``index_factory`` and ``keep_vectors=False`` (no float32 rows kept: the recall cost of the
+    compression is measured, not hidden by an exact re-ranking), trained once and saved, then that copy loaded
+    again with each search setting.
 
     :param spec: ``FACTORY`` or ``FACTORY@PARAM=V1,V2`` (``OPQ64,IVF1024,PQ64@nprobe=32,128``).
     :returns: Yields ``(label, store, info)`` per setting; ``info`` has the build time and index bytes per view.
@@ -135,22 +151,35 @@ def compressed_stores(flat: FaissMultiViewDocumentStore, spec: str, scratch: Pat
     factory, _, param = spec.partition("@")
     name, _, values = param.partition("=")
     settings = [{name: int(v)} for v in values.split(",")] if param else [None]
-    flat.save(scratch / "flat")
-    trained = FaissMultiViewDocumentStore(index_factory=factory, search_parameters=settings[0])
-    trained.load(scratch / "flat")
+    # Trained on 65,536 rows (FAISS's own PQ sample limit: 256 per centroid), or every row when fewer.
+    rows = sum(len(v) for v in views)
+    train_size = min(rows, 1 << 16)
+    trained = FaissMultiViewDocumentStore(
+        index_factory=factory, search_parameters=settings[0], keep_vectors=False, train_size=train_size
+    )
     start = time.perf_counter()
-    trained.search([0.0] * flat.embedding_dim, top_k=1)  # trains and fills the index
+    for lo in range(0, len(docs), 10_000):
+        trained.write_documents(
+            [
+                Document(id=d.id, content=d.content, meta={**d.meta, VIEWS_KEY: v})
+                for d, v in zip(docs[lo : lo + 10_000], views[lo : lo + 10_000], strict=True)
+            ]
+        )
+    trained.search([0.0] * trained.embedding_dim, top_k=1)  # trains and fills the index if writes did not
     build_seconds = time.perf_counter() - start
     trained.save(scratch / "trained")
-    version = scratch / "trained" / (scratch / "trained" / persistence.POINTER).read_text(encoding="utf-8").strip()
-    rows = len(np.load(version / "row_doc.npy", mmap_mode="r"))
+    version = (scratch / "trained" / versioned_directory.POINTER).read_text(encoding="utf-8").strip()
+    index_file = scratch / "trained" / version / "index.faiss"
+    if not index_file.exists():
+        msg = f"{factory} was not trained on {rows} rows (its train_size is larger); use a smaller index."
+        raise RuntimeError(msg)
     info = {
         "index_build_seconds": round(build_seconds, 1),
-        "index_bytes_per_view": round((version / "index.faiss").stat().st_size / rows, 1),
+        "index_bytes_per_view": round(index_file.stat().st_size / rows, 1),
     }
     del trained
     for setting in settings:
-        store = FaissMultiViewDocumentStore(index_factory=factory, search_parameters=setting)
+        store = FaissMultiViewDocumentStore(index_factory=factory, search_parameters=setting, keep_vectors=False)
         store.load(scratch / "trained")  # the trained index is read back, not rebuilt
         label = factory + "".join(f", {k}={v}" for k, v in (setting or {}).items())
         yield label, store, info
@@ -282,14 +311,14 @@ def main() -> None:
     best_name, best = None, None
     for name, path in multi_view.items():
         saved = args.store_dir / f"{args.tier}-{slug(name)}" if args.store_dir else None
-        store, seconds = multi_view_store(docs, path, args.batch_size, saved)
+        store, seconds, views = multi_view_store(docs, path, args.batch_size, saved)
         if "checkpoints" in systems or path == model:
             query, inputs = multi_view_system(store, path)
             measure(name, query, inputs, "retriever", seconds)
             score = results[name]["gold_R@5"] + results[name]["gold_R@1"]
             for spec in args.index_factories:
                 with tempfile.TemporaryDirectory() as scratch:
-                    for label, compressed, info in compressed_stores(store, spec, Path(scratch)):
+                    for label, compressed, info in compressed_stores(docs, views, spec, Path(scratch)):
                         query, inputs = multi_view_system(compressed, path)
                         measure(f"{name} [{label}]", query, inputs, "retriever", seconds)
                         results[f"{name} [{label}]"].update(info)
