@@ -196,3 +196,23 @@ def test_the_adapter_gives_views_spans_and_viewer_attention(viewer_pair):
         np.testing.assert_allclose(a.views, b.views, atol=1e-6)
     for a, b in zip(adapter.viewer_attention(TEXTS[:2]), encoder.viewer_attention(TEXTS[:2]), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("mode", "options"), [("mvr", {"viewer_position": 1}), ("camvr", {})])
+def test_minilm_views_are_the_same_through_sentence_transformers(minilm, tmp_path, mode, options):
+    import torch
+
+    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+    torch.manual_seed(0)
+    encoder = MultiViewEncoder.from_pretrained(minilm, mode=mode, num_views=8, **options).eval()
+    save_multi_view_encoder(encoder, tmp_path / "st")
+    adapter = MultiVectorEncoderAdapter.load(tmp_path / "st", device="cpu")
+    for a, b in zip(encoder.encode_documents(TEXTS), adapter.encode_documents(TEXTS), strict=True):
+        assert a.spans == b.spans
+        np.testing.assert_allclose(a.views, b.views, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(encoder.encode_queries([QUERY]), adapter.encode_queries([QUERY]), rtol=0, atol=1e-6)
+    assert adapter.fingerprint() == encoder.fingerprint()

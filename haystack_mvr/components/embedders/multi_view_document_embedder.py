@@ -67,8 +67,10 @@ class MultiViewDocumentEmbedder:
         """
         Create a MultiViewDocumentEmbedder.
 
-        :param model: A multi-view checkpoint directory (from ``haystack-mvr train``), or any BERT-like
-            model name or path, used training-free in ``snippet`` mode.
+        :param model: A multi-view checkpoint: a ``multi_view_config.json`` folder (``haystack-mvr train``), or a
+            sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet
+            encoder; served by sentence-transformers' ``MultiVectorEncoder``, needs ``sentence-transformers>=6``);
+            or any BERT-like model name or path, used training-free in ``snippet`` mode.
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Documents encoded at once.
         :param progress_bar: Show a progress bar while embedding.

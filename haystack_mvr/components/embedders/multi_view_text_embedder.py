@@ -52,7 +52,9 @@ class MultiViewTextEmbedder:
         """
         Create a MultiViewTextEmbedder.
 
-        :param model: A multi-view checkpoint directory, or a BERT-like model name or path (snippet mode).
+        :param model: A multi-view checkpoint (a ``multi_view_config.json`` folder or a sentence-transformers
+            folder with haystack-mvr modules; see ``MultiViewDocumentEmbedder``), or a BERT-like model name or path
+            (snippet mode).
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Kept for symmetry with the document embedder (one text per run).
         :param progress_bar: Show a progress bar.
