@@ -155,5 +155,5 @@ class MultiVectorEncoderAdapter:
         if not isinstance(transformer, ViewerTransformer):
             msg = "Viewer attention exists only for the mvr and camvr modes."
             raise ValueError(msg)
-        batch = transformer.builder.documents(list(texts)).to(self.device)
+        batch = transformer.builder().documents(list(texts)).to(self.device)
         return viewer_attention(transformer.auto_model, batch)

@@ -255,31 +255,40 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
     @property
     def multi_view_config(self) -> MultiViewConfig:
         """The ``MultiViewConfig`` of this module's tokenization (mode, views, lengths, viewer position)."""
+        return self._config()
+
+    def _config(self, max_length: int | None = None) -> MultiViewConfig:
         return MultiViewConfig(
             mode=self.mode,  # type: ignore[arg-type]
             num_views=self.num_views,
-            query_max_length=self.query_length or self.max_seq_length,
-            doc_max_length=self.document_length or self.max_seq_length,
+            query_max_length=max_length or self.query_length or self.max_seq_length,
+            doc_max_length=max_length or self.document_length or self.max_seq_length,
             viewer_position=self.viewer_position,
             viewer_init=self.viewer_init,  # type: ignore[arg-type]
         )
 
-    @property
-    def builder(self) -> InputBuilder:
-        key = (self.mode, self.num_views, self.query_length, self.document_length, self.viewer_position)
+    def builder(self, max_length: int | None = None) -> InputBuilder:
+        """``MultiViewEncoder``'s ``InputBuilder`` for this module (``max_length``: for queries and documents alike)."""
+        key = (self.mode, self.num_views, self.query_length, self.document_length, self.viewer_position, max_length)
         if self._builder is None or self._builder[0] != key:
-            self._builder = (key, InputBuilder(self.tokenizer, self.multi_view_config))
+            self._builder = (key, InputBuilder(self.tokenizer, self._config(max_length)))
         return self._builder[1]
 
     def preprocess(self, inputs, prompt: str | None = None, processing_kwargs=None, **kwargs) -> dict[str, Any]:
+        """
+        Texts -> backbone inputs with the viewer tokens, plus ``mvr_pooling``, ``mvr_view_mask`` and ``mvr_spans``.
+
+        ``task="query"`` builds queries, any other task documents; ``max_length`` (as sentence-transformers' data
+        collator passes it) overrides ``query_length`` / ``document_length`` for this call.
+        """
         if not inputs:
             return {}
         if not all(isinstance(text, str) for text in inputs):
             msg = "ViewerTransformer encodes texts only."
             raise ValueError(msg)
         texts = [(prompt or "") + text for text in inputs]
-        is_query = kwargs.get("task") == "query"
-        batch = self.builder.queries(texts) if is_query else self.builder.documents(texts)
+        builder = self.builder(kwargs.get("max_length"))
+        batch = builder.queries(texts) if kwargs.get("task") == "query" else builder.documents(texts)
         features: dict[str, Any] = dict(batch.inputs)
         features[POOLING] = batch.pooling
         features[VIEW_MASK] = batch.view_mask

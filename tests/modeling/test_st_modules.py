@@ -139,6 +139,8 @@ def test_viewer_encoder_builds_mvr_inputs_as_the_papers(tiny_backbone, tmp_path)
     assert positions == [1] * 4 + list(range(2, 2 + len(ids) - 4))  # all viewers at p, the text from p + 1
     query = transformer.preprocess(["the cat"], task="query")
     assert query["input_ids"][0, 0] == tokenizer.convert_tokens_to_ids(QUERY_VIEWER) and "position_ids" not in query
+    short = transformer.preprocess(["the cat sat on the mat"], task="document", max_length=7)  # the data collator's
+    assert short["input_ids"].shape[1] == 7 and short["input_ids"][0, -1] == tokenizer.sep_token_id  # 4 + 2 + [SEP]
     docs = model.encode_document(["the cat sat on the mat", "a dog"])
     assert [tuple(d.shape) for d in docs] == [(4, 32), (4, 32)]
     assert model.encode_query(["the cat"])[0].shape == (1, 32)
@@ -216,3 +218,25 @@ def test_minilm_views_are_the_same_through_sentence_transformers(minilm, tmp_pat
         np.testing.assert_allclose(a.views, b.views, rtol=0, atol=1e-6)
     np.testing.assert_allclose(encoder.encode_queries([QUERY]), adapter.encode_queries([QUERY]), rtol=0, atol=1e-6)
     assert adapter.fingerprint() == encoder.fingerprint()
+
+
+@pytest.mark.parametrize("mode", ["mvr", "camvr"])
+def test_a_sentence_transformers_loss_trains_the_viewer_tokens(tiny_backbone, mode):
+    """What MultiVectorEncoderTrainer does per batch: preprocess per task, a multi-vector loss, backward."""
+    import torch
+    from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
+
+    from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    torch.manual_seed(0)
+    model = viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=48, query_max_length=16).train()
+    queries = model.preprocess(["who sat?", "who ran?"], task="query")
+    texts = ["The cat sat. It was tired.", "The dog ran. Far away."]
+    documents = model.preprocess(texts, task="document", max_length=32)
+    queries["task"], documents["task"] = "query", "document"
+    loss = MultiVectorMultipleNegativesRankingLoss(model)([queries, documents], None)
+    loss.backward()
+    grad = model[0].auto_model.get_input_embeddings().weight.grad
+    ids = model.tokenizer.convert_tokens_to_ids([QUERY_VIEWER, *viewer_tokens(3)])
+    assert torch.isfinite(loss) and (grad[ids].norm(dim=1) > 0).all()
