@@ -46,7 +46,7 @@ from sentence_transformers.base.modules import Router, Transformer
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
 
-from haystack_mvr.modeling.config import POOLINGS, MultiViewConfig
+from haystack_mvr.modeling.config import CONFIG_NAME, POOLINGS, MultiViewConfig
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, pooling_weights, viewer_tokens
 from haystack_mvr.modeling.loading import sentence_transformers_defaults
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
@@ -459,6 +459,7 @@ def save_multi_view_encoder(encoder: MultiViewEncoder, directory: str | Path) ->
         model = MultiVectorEncoder(modules=modules, device=device)
         directory.mkdir(parents=True, exist_ok=True)
         model.save(str(directory))
+    (directory / CONFIG_NAME).unlink(missing_ok=True)  # a stale older-format config would be read first
     return directory
 
 

@@ -163,6 +163,8 @@ def test_snippet_encoders_save_in_sentence_transformers_format(tiny_backbone, tm
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
     encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet", num_views=3, query_max_length=8)
+    (tmp_path / "snippet").mkdir()
+    (tmp_path / "snippet" / "multi_view_config.json").write_text("{}")  # an older save in the same folder
     encoder.save_pretrained(tmp_path / "snippet")
     assert (tmp_path / "snippet" / "modules.json").is_file()
     assert not (tmp_path / "snippet" / "multi_view_config.json").exists()
