@@ -86,6 +86,21 @@ def test_importing_modeling_leaves_haystack_out():
     assert _fresh_python(code) == "False"
 
 
+def test_the_sentence_transformers_modules_leave_haystack_out():
+    pytest.importorskip("sentence_transformers", minversion="6")
+    code = (
+        "import sys, haystack_mvr.modeling.st_modules, haystack_mvr.modeling.st_encoder\n"
+        "print('haystack' in sys.modules)"
+    )
+    assert _fresh_python(code) == "False"
+
+
+def test_modeling_does_not_import_sentence_transformers_eagerly():
+    """sentence-transformers is optional: ``haystack_mvr.modeling`` imports it only in ``st_modules``/``st_encoder``."""
+    code = "import sys, haystack_mvr.modeling\nprint('sentence_transformers' in sys.modules)"
+    assert _fresh_python(code) == "False"
+
+
 @pytest.mark.parametrize("package", ["haystack_mvr.components", "haystack_mvr.document_stores"])
 def test_pipeline_yaml_loads_after_importing_a_haystack_facing_package(package):
     code = (

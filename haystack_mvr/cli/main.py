@@ -19,6 +19,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Mine hard negatives with a trained checkpoint (for --negatives-file).",
     ),
     "eval": ("haystack_mvr.cli.evaluate", "add_eval_parser", "Evaluate a model on a corpus and questions."),
+    "convert": (
+        "haystack_mvr.cli.convert",
+        "add_convert_parser",
+        "Convert a multi_view_config.json checkpoint to a sentence-transformers folder.",
+    ),
 }
 # Loggers that only ever say that a network call failed or is retried (Haystack's telemetry client, offline).
 NOISY_LOGGERS = ("posthog", "backoff", "urllib3.connectionpool")

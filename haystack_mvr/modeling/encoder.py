@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,16 @@ from transformers.utils import logging as transformers_logging
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, EncoderInputs, InputBuilder, viewer_tokens
-from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_defaults
+from haystack_mvr.modeling.loading import (
+    LoadOptions,
+    SentenceTransformersLayout,
+    resolve_model,
+    sentence_transformers_defaults,
+    sentence_transformers_layout,
+)
 from haystack_mvr.modeling.snippets import Span
+
+logger = logging.getLogger(__name__)
 
 QUERY_SUBFOLDER = "query_encoder"
 DOCUMENT_SUBFOLDER = "document_encoder"
@@ -109,16 +118,19 @@ class MultiViewEncoder(nn.Module):
         path = Path(name)
         if (path / CONFIG_NAME).is_file():
             return cls._load_saved(path, overrides, options)
+        layout = sentence_transformers_layout(name, options)
+        if layout is not None and layout.config["mode"] != "snippet":
+            return cls._load_saved_viewers(name, layout, overrides, options)
         defaults = sentence_transformers_defaults(name, options)
         if overrides.get("mode", MultiViewConfig.mode) != "snippet":
             defaults.pop("pooling", None)  # the viewer modes pool at their viewer tokens
-        if "doc_max_length" in defaults:
-            defaults["query_max_length"] = defaults["doc_max_length"]  # sentence-transformers truncates both alike
+        if "doc_max_length" in defaults:  # sentence-transformers truncates both alike unless told otherwise
+            defaults.setdefault("query_max_length", defaults["doc_max_length"])
         config = MultiViewConfig(**{**defaults, **overrides, "base_model": str(model_name_or_path)})
         tokenizer = _load_tokenizer(name, options)
         backbone = _load_backbone(name, options)
         if config.uses_viewer_tokens:
-            _add_viewer_tokens(tokenizer, backbone, config)
+            add_viewer_tokens(tokenizer, backbone, config)
         query_backbone = None if config.tied else copy.deepcopy(backbone)
         return cls(config, tokenizer, backbone, query_backbone)
 
@@ -136,9 +148,51 @@ class MultiViewEncoder(nn.Module):
         query = _load_backbone(path / QUERY_SUBFOLDER, options)
         return cls(config, tokenizer, document, query)
 
+    @classmethod
+    def _load_saved_viewers(
+        cls, name: str, layout: SentenceTransformersLayout, overrides: dict[str, Any], options: LoadOptions
+    ) -> MultiViewEncoder:
+        """An MVR / CAMVR checkpoint in sentence-transformers format (``st_modules.ViewerTransformer``)."""
+        config = MultiViewConfig(**layout.config)
+        conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
+        if conflicts:
+            msg = f"{name} was saved with a different configuration; cannot override {sorted(conflicts)}."
+            raise ValueError(msg)
+
+        if not Path(name).is_dir() and not config.tied:
+            msg = f"{name}: an untied sentence-transformers checkpoint loads from a local folder; download it first."
+            raise ValueError(msg)
+
+        def folder(role: str) -> str:
+            return str(Path(name) / layout.folders[role]) if layout.folders[role] else name
+
+        tokenizer = _load_tokenizer(folder("document"), options)
+        document = _load_backbone(folder("document"), options)
+        query = None if config.tied else _load_backbone(folder("query"), options)
+        return cls(config, tokenizer, document, query)
+
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write backbone(s), tokenizer and config so that :meth:`from_pretrained` restores identical vectors."""
+        """
+        Write backbone(s), tokenizer and config so that :meth:`from_pretrained` restores identical vectors.
+
+        Snippet mode writes a sentence-transformers ``MultiVectorEncoder`` folder
+        (``haystack_mvr.modeling.st_modules``; it needs ``sentence-transformers>=6``, else the older
+        ``multi_view_config.json`` folder is written, with a warning); MVR and CAMVR write ``multi_view_config.json``
+        with the weights (``haystack-mvr convert`` turns one into a sentence-transformers folder).
+        """
         directory = Path(directory)
+        if self.config.mode == "snippet":
+            try:
+                from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+            except ImportError as e:
+                logger.warning(
+                    "Saving %s as a multi_view_config.json checkpoint: the sentence-transformers format needs "
+                    "sentence-transformers>=6 (pip install 'sentence-transformers>=6'): %s",
+                    directory,
+                    e,
+                )
+            else:
+                return save_multi_view_encoder(self, directory)
         directory.mkdir(parents=True, exist_ok=True)
         if self.config.tied:
             self.document_backbone.save_pretrained(directory)
@@ -158,7 +212,6 @@ class MultiViewEncoder(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    @torch.no_grad()
     def fingerprint(self) -> str:
         """
         A short hash of the weights (every tensor's name, shape and a strided sample of its values) and vocabulary.
@@ -166,18 +219,10 @@ class MultiViewEncoder(nn.Module):
         Two encoders with the same fingerprint produce the same vectors; a fine-tuned copy of a backbone does not
         share its fingerprint. Computed in milliseconds, without reading the weight files again.
         """
-        digest = hashlib.sha256()
-        config = {k: v for k, v in self.config.to_dict().items() if k != "base_model"}  # a path's spelling
-        digest.update(json.dumps(config, sort_keys=True, default=str).encode())
-        digest.update(str(len(self.tokenizer)).encode())
-        backbones = {"document": self.document_backbone, "query": self.query_backbone}
-        for role, backbone in backbones.items() if not self.config.tied else [("document", self.document_backbone)]:
-            for name, tensor in sorted(backbone.state_dict().items()):
-                flat = tensor.detach().reshape(-1)
-                sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
-                digest.update(f"{role}.{name}{tuple(tensor.shape)}".encode())
-                digest.update(sample.tobytes())
-        return digest.hexdigest()[:16]
+        backbones = {"document": self.document_backbone}
+        if not self.config.tied:
+            backbones["query"] = self.query_backbone
+        return weights_fingerprint(self.config, len(self.tokenizer), backbones)
 
     def identity(self, model: str | Path) -> dict[str, Any]:
         """
@@ -189,19 +234,7 @@ class MultiViewEncoder(nn.Module):
             (:meth:`fingerprint`). Computed once per encoder (call it after training, not before).
         """
         if getattr(self, "_identity", None) is None:
-            config = self.config
-            identity: dict[str, Any] = {
-                "mode": config.mode,
-                "num_views": config.num_views,
-                "pooling": config.pooling if config.mode == "snippet" else "viewer",
-                "normalize": config.normalize,
-                "doc_max_length": config.doc_max_length,
-                "query_max_length": config.query_max_length,
-            }
-            if getattr(config, "sentence_splitter", ""):
-                identity["sentence_splitter"] = config.sentence_splitter
-            identity["fingerprint"] = self.fingerprint()
-            self._identity = identity
+            self._identity = encoder_identity(self.config, self.fingerprint())
         return {"model": str(model), **self._identity}
 
     def gradient_checkpointing_enable(self) -> None:
@@ -293,23 +326,64 @@ class MultiViewEncoder(nn.Module):
         if not self.config.uses_viewer_tokens:
             msg = "Viewer attention exists only for the mvr and camvr modes."
             raise ValueError(msg)
-        batch = self.tokenize_documents(list(texts)).to(self.device)
-        backbone = self.document_backbone
-        previous = backbone.config._attn_implementation
-        backbone.set_attn_implementation("eager")
-        try:
-            attentions = backbone(**batch.inputs, output_attentions=True).attentions[-1].mean(dim=1)  # (B, L, L)
-        finally:
-            backbone.set_attn_implementation(previous)
-        positions = batch.pooling.argmax(dim=-1)  # (B, K): the viewer token of each view
-        result = []
-        for b in range(len(texts)):
-            length = int(batch.inputs["attention_mask"][b].sum())
-            result.append(attentions[b, positions[b], :length].float().cpu().numpy())
-        return result
+        return viewer_attention(self.document_backbone, self.tokenize_documents(list(texts)).to(self.device))
 
 
-def _add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
+@torch.no_grad()
+def weights_fingerprint(config: MultiViewConfig, vocabulary_size: int, backbones: dict[str, nn.Module]) -> str:
+    """
+    :meth:`MultiViewEncoder.fingerprint` of a config, a vocabulary size and ``{"document": ..., "query": ...}``
+    backbones (the query one only when untied); a backbone's unused pooler, if loaded, is left out.
+    """
+    digest = hashlib.sha256()
+    settings = {k: v for k, v in config.to_dict().items() if k != "base_model"}  # a path's spelling
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    digest.update(str(vocabulary_size).encode())
+    for role, backbone in backbones.items():
+        for name, tensor in sorted(backbone.state_dict().items()):
+            if name.startswith("pooler."):
+                continue
+            flat = tensor.detach().reshape(-1)
+            sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
+            digest.update(f"{role}.{name}{tuple(tensor.shape)}".encode())
+            digest.update(sample.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any]:
+    """:meth:`MultiViewEncoder.identity` without ``model``: what the config and the weights say."""
+    identity: dict[str, Any] = {
+        "mode": config.mode,
+        "num_views": config.num_views,
+        "pooling": config.pooling if config.mode == "snippet" else "viewer",
+        "normalize": config.normalize,
+        "doc_max_length": config.doc_max_length,
+        "query_max_length": config.query_max_length,
+    }
+    if getattr(config, "sentence_splitter", ""):
+        identity["sentence_splitter"] = config.sentence_splitter
+    identity["fingerprint"] = fingerprint
+    return identity
+
+
+@torch.no_grad()
+def viewer_attention(backbone: PreTrainedModel, batch: EncoderInputs) -> list[np.ndarray]:
+    """Last-layer attention of each view's pooling position over the tokens, averaged over heads: ``(K, L_i)``."""
+    previous = backbone.config._attn_implementation
+    backbone.set_attn_implementation("eager")
+    try:
+        attentions = backbone(**batch.inputs, output_attentions=True).attentions[-1].mean(dim=1)  # (B, L, L)
+    finally:
+        backbone.set_attn_implementation(previous)
+    positions = batch.pooling.argmax(dim=-1)  # (B, K): the viewer token of each view
+    result = []
+    for b in range(positions.shape[0]):
+        length = int(batch.inputs["attention_mask"][b].sum())
+        result.append(attentions[b, positions[b], :length].float().cpu().numpy())
+    return result
+
+
+def add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
     """Register ``[VIE]`` and ``[VIE_1..VIE_k]`` as special tokens once and initialise their embeddings."""
     new_tokens = [QUERY_VIEWER, *viewer_tokens(config.num_views)]
     try:  # transformers >= 5

@@ -291,3 +291,44 @@ def test_retriever_refuses_a_query_encoder_the_store_was_not_built_with(tiny_bac
     # the same weights under another spelling of the path are the same encoder
     renamed = {**same["encoder"], "model": str(tiny_backbone) + "/"}
     assert retriever.run(query_embedding=same["embedding"], encoder=renamed)["documents"]
+
+
+@pytest.fixture(scope="module")
+def converted_checkpoints(tiny_backbone, tmp_path_factory):
+    """The same CAMVR and MVR weights as a multi_view_config.json checkpoint and as a sentence-transformers folder."""
+    pytest.importorskip("sentence_transformers", minversion="6")
+    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+    pairs = {}
+    for mode in ("camvr", "mvr"):
+        torch.manual_seed(0)
+        encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode=mode, num_views=3, doc_max_length=64)
+        old, new = tmp_path_factory.mktemp(f"old-{mode}"), tmp_path_factory.mktemp(f"st-{mode}")
+        encoder.save_pretrained(old)
+        save_multi_view_encoder(encoder, new)
+        pairs[mode] = (old, new)
+    return pairs
+
+
+@pytest.mark.parametrize("mode", ["camvr", "mvr"])
+def test_embedders_serve_a_sentence_transformers_folder_as_its_checkpoint(converted_checkpoints, mode):
+    old, new = converted_checkpoints[mode]
+    docs = [Document(content="The cat sat. The dog ran far away. Birds sing."), Document(content="Short one.")]
+    from_old = MultiViewDocumentEmbedder(model=old, progress_bar=False).run(docs)["documents"]
+    embedder = MultiViewDocumentEmbedder(model=new, progress_bar=False, batch_size=1)
+    from_new = embedder.run(docs)["documents"]
+    assert type(embedder.encoder).__name__ == "MultiVectorEncoderAdapter"  # sentence-transformers serves it
+    for a, b in zip(from_old, from_new, strict=True):
+        np.testing.assert_allclose(a.meta[VIEWS_KEY], b.meta[VIEWS_KEY], atol=1e-6)
+        assert a.meta.get(SPANS_KEY) == b.meta.get(SPANS_KEY)
+        assert {**a.meta[ENCODER_KEY], "model": ""} == {**b.meta[ENCODER_KEY], "model": ""}  # same fingerprint
+    query_old = MultiViewTextEmbedder(model=old).run("who ran?")
+    query_new = MultiViewTextEmbedder(model=new, encoder_kwargs={"mode": mode}).run("who ran?")
+    np.testing.assert_allclose(query_old["embedding"], query_new["embedding"], atol=1e-6)
+    assert query_new["encoder"] == from_new[0].meta[ENCODER_KEY]
+
+
+def test_a_sentence_transformers_folder_keeps_its_configuration(converted_checkpoints):
+    _, new = converted_checkpoints["camvr"]
+    with pytest.raises(ValueError, match=r"cannot override \['num_views'\]"):
+        MultiViewTextEmbedder(model=new, encoder_kwargs={"num_views": 8}).warm_up()

@@ -51,8 +51,194 @@ def test_the_haystack_embedders_load_the_st_checkpoint(snippet_checkpoint, tiny_
     for a, b in zip(from_st.run(docs)["documents"], from_backbone.run(docs)["documents"], strict=True):
         np.testing.assert_allclose(a.meta[VIEWS_KEY], b.meta[VIEWS_KEY], atol=1e-6)
     assert from_st.encoder.config.num_views == 3 and from_st.encoder.config.mode == "snippet"
+    assert type(from_st.encoder).__name__ == "MultiVectorEncoderAdapter"  # served by sentence-transformers
 
 
 def test_without_trust_remote_code_sentence_transformers_refuses_foreign_modules(snippet_checkpoint):
     with pytest.raises(ValueError, match="trust_remote_code"):
         st.MultiVectorEncoder(str(snippet_checkpoint), device="cpu")
+
+
+# ---------------------------------------------------------------------------------------------- MVR / CAMVR
+VIEWER_CASES = {
+    "mvr": {"mode": "mvr"},
+    "mvr-position-1": {"mode": "mvr", "viewer_position": 1},
+    "camvr": {"mode": "camvr"},
+    "camvr-untied": {"mode": "camvr", "tied": False},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(VIEWER_CASES))
+def viewer_pair(request, tiny_backbone, tmp_path_factory):
+    """A trained-looking MultiViewEncoder and its sentence-transformers folder (same weights)."""
+    import torch
+
+    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+    torch.manual_seed(0)
+    options = VIEWER_CASES[request.param]
+    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, num_views=3, doc_max_length=48, **options)
+    if not encoder.config.tied:  # the two towers differ, as after training
+        with torch.no_grad():
+            encoder.query_backbone.embeddings.word_embeddings.weight.add_(0.5)
+    path = tmp_path_factory.mktemp(f"st-{request.param}")
+    save_multi_view_encoder(encoder, path)
+    return encoder.eval(), path
+
+
+def test_multi_vector_encoder_gives_the_multi_view_encoders_views(viewer_pair):
+    encoder, path = viewer_pair
+    model = st.MultiVectorEncoder(str(path), device="cpu", trust_remote_code=True)
+    names = [type(m).__name__ for m in model]
+    assert names == (["ViewerTransformer", "ViewerPooling"] if encoder.config.tied else ["Router"])
+    theirs = model.encode_document(TEXTS)
+    for ours, views in zip(encoder.encode_documents(TEXTS), theirs, strict=True):
+        assert ours.views.shape == tuple(views.shape) == (3, 32)
+        np.testing.assert_allclose(ours.views, views.numpy(), rtol=0, atol=1e-6)
+    queries = model.encode_query([QUERY, "a much longer question about the old town of Warsaw"])
+    expected = encoder.encode_queries([QUERY, "a much longer question about the old town of Warsaw"])
+    np.testing.assert_allclose(np.stack([q[0].numpy() for q in queries]), expected, rtol=0, atol=1e-6)
+
+
+def test_the_folder_reloads_as_a_multi_view_encoder_with_the_same_fingerprint(viewer_pair):
+    from haystack_mvr.modeling import MultiViewEncoder
+
+    encoder, path = viewer_pair
+    again = MultiViewEncoder.from_pretrained(path)
+    assert {**again.config.to_dict(), "base_model": ""} == {**encoder.config.to_dict(), "base_model": ""}
+    assert again.fingerprint() == encoder.fingerprint()
+    with pytest.raises(ValueError, match="num_views"):
+        MultiViewEncoder.from_pretrained(path, num_views=5)
+
+
+def test_the_viewer_tokens_are_saved_with_the_tokenizer(viewer_pair):
+    from transformers import AutoTokenizer
+
+    from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
+
+    encoder, path = viewer_pair
+    folder = path if encoder.config.tied else path / "document_0_ViewerTransformer"
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    for token in (QUERY_VIEWER, *viewer_tokens(3)):
+        assert tokenizer.tokenize(f"a {token} b") == ["a", token, "b"]
+        assert tokenizer.convert_tokens_to_ids(token) == encoder.tokenizer.convert_tokens_to_ids(token)
+
+
+def test_viewer_encoder_builds_mvr_inputs_as_the_papers(tiny_backbone, tmp_path):
+    from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    model = viewer_encoder(tiny_backbone, mode="mvr", views=4, viewer_position=1, doc_max_length=32)
+    transformer = model[0]
+    tokenizer = transformer.tokenizer
+    features = transformer.preprocess(["the cat sat on the mat"], task="document")
+    ids, positions = features["input_ids"][0].tolist(), features["position_ids"][0].tolist()
+    assert ids[:4] == tokenizer.convert_tokens_to_ids(viewer_tokens(4)) and ids[-1] == tokenizer.sep_token_id
+    assert tokenizer.cls_token_id not in ids  # the viewers replace [CLS]
+    assert positions == [1] * 4 + list(range(2, 2 + len(ids) - 4))  # all viewers at p, the text from p + 1
+    query = transformer.preprocess(["the cat"], task="query")
+    assert query["input_ids"][0, 0] == tokenizer.convert_tokens_to_ids(QUERY_VIEWER) and "position_ids" not in query
+    short = transformer.preprocess(["the cat sat on the mat"], task="document", max_length=7)  # the data collator's
+    assert short["input_ids"].shape[1] == 7 and short["input_ids"][0, -1] == tokenizer.sep_token_id  # 4 + 2 + [SEP]
+    docs = model.encode_document(["the cat sat on the mat", "a dog"])
+    assert [tuple(d.shape) for d in docs] == [(4, 32), (4, 32)]
+    assert model.encode_query(["the cat"])[0].shape == (1, 32)
+
+    model.save(str(tmp_path / "mvr"))  # the tokens travel with the folder, the embeddings are not drawn again
+    again = st.MultiVectorEncoder(str(tmp_path / "mvr"), device="cpu", trust_remote_code=True)
+    for a, b in zip(docs, again.encode_document(["the cat sat on the mat", "a dog"]), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_viewer_transformer_rejects_snippet_mode(tiny_backbone):
+    from haystack_mvr.modeling.st_modules import ViewerTransformer
+
+    with pytest.raises(ValueError, match="SnippetTransformer"):
+        ViewerTransformer(str(tiny_backbone), mode="snippet")
+
+
+def test_snippet_encoders_save_in_sentence_transformers_format(tiny_backbone, tmp_path):
+    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet", num_views=3, query_max_length=8)
+    (tmp_path / "snippet").mkdir()
+    (tmp_path / "snippet" / "multi_view_config.json").write_text("{}")  # an older save in the same folder
+    encoder.save_pretrained(tmp_path / "snippet")
+    assert (tmp_path / "snippet" / "modules.json").is_file()
+    assert not (tmp_path / "snippet" / "multi_view_config.json").exists()
+    again = MultiViewEncoder.from_pretrained(tmp_path / "snippet")
+    assert (again.config.query_max_length, again.config.doc_max_length) == (8, encoder.config.doc_max_length)
+    assert again.fingerprint() == encoder.fingerprint()
+    adapter = MultiVectorEncoderAdapter.load(tmp_path / "snippet", device="cpu")
+    long_query = "which river flows through the old capital city of Poland?"  # longer than 8 tokens
+    np.testing.assert_allclose(adapter.encode_queries([long_query]), encoder.encode_queries([long_query]), atol=1e-6)
+    for a, b in zip(adapter.encode_documents(TEXTS), encoder.encode_documents(TEXTS), strict=True):
+        assert a.spans == b.spans
+        np.testing.assert_allclose(a.views, b.views, atol=1e-6)
+    assert adapter.identity("m") == encoder.identity("m")
+
+
+def test_the_adapter_refuses_other_folders(tiny_backbone):
+    from haystack_mvr.modeling.loading import sentence_transformers_layout
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    assert sentence_transformers_layout(str(tiny_backbone)) is None
+    with pytest.raises(ValueError, match="not a haystack-mvr sentence-transformers checkpoint"):
+        MultiVectorEncoderAdapter.load(tiny_backbone)
+
+
+def test_the_adapter_gives_views_spans_and_viewer_attention(viewer_pair):
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    encoder, path = viewer_pair
+    adapter = MultiVectorEncoderAdapter.load(path, device="cpu")
+    assert adapter.config.mode == encoder.config.mode and adapter.identity("m") == encoder.identity("m")
+    for a, b in zip(adapter.encode_documents(TEXTS, batch_size=2), encoder.encode_documents(TEXTS), strict=True):
+        assert a.spans == b.spans
+        np.testing.assert_allclose(a.views, b.views, atol=1e-6)
+    for a, b in zip(adapter.viewer_attention(TEXTS[:2]), encoder.viewer_attention(TEXTS[:2]), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("mode", "options"), [("mvr", {"viewer_position": 1}), ("camvr", {})])
+def test_minilm_views_are_the_same_through_sentence_transformers(minilm, tmp_path, mode, options):
+    import torch
+
+    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+    torch.manual_seed(0)
+    encoder = MultiViewEncoder.from_pretrained(minilm, mode=mode, num_views=8, **options).eval()
+    save_multi_view_encoder(encoder, tmp_path / "st")
+    adapter = MultiVectorEncoderAdapter.load(tmp_path / "st", device="cpu")
+    for a, b in zip(encoder.encode_documents(TEXTS), adapter.encode_documents(TEXTS), strict=True):
+        assert a.spans == b.spans
+        np.testing.assert_allclose(a.views, b.views, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(encoder.encode_queries([QUERY]), adapter.encode_queries([QUERY]), rtol=0, atol=1e-6)
+    assert adapter.fingerprint() == encoder.fingerprint()
+
+
+@pytest.mark.parametrize("mode", ["mvr", "camvr"])
+def test_a_sentence_transformers_loss_trains_the_viewer_tokens(tiny_backbone, mode):
+    """What MultiVectorEncoderTrainer does per batch: preprocess per task, a multi-vector loss, backward."""
+    import torch
+    from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
+
+    from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    torch.manual_seed(0)
+    model = viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=48, query_max_length=16).train()
+    queries = model.preprocess(["who sat?", "who ran?"], task="query")
+    texts = ["The cat sat. It was tired.", "The dog ran. Far away."]
+    documents = model.preprocess(texts, task="document", max_length=32)
+    queries["task"], documents["task"] = "query", "document"
+    loss = MultiVectorMultipleNegativesRankingLoss(model)([queries, documents], None)
+    loss.backward()
+    grad = model[0].auto_model.get_input_embeddings().weight.grad
+    ids = model.tokenizer.convert_tokens_to_ids([QUERY_VIEWER, *viewer_tokens(3)])
+    assert torch.isfinite(loss) and (grad[ids].norm(dim=1) > 0).all()

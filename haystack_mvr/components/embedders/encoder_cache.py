@@ -11,16 +11,19 @@ import copy
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.hf import deserialize_hf_model_kwargs, serialize_hf_model_kwargs
 
 from haystack_mvr.modeling import MultiViewEncoder
-from haystack_mvr.modeling.config import CONFIG_NAME
-from haystack_mvr.modeling.loading import LoadOptions
+from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
+from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_layout
 
-_cache: dict[str, MultiViewEncoder] = {}
+if TYPE_CHECKING:
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+_cache: dict[str, MultiViewEncoder | MultiVectorEncoderAdapter] = {}
 _lock = threading.Lock()
 
 DEFAULT_TOKEN = Secret.from_env_var(["HF_API_TOKEN", "HF_TOKEN"], strict=False)
@@ -113,25 +116,41 @@ def load_options(component: Any) -> LoadOptions:
 
 def load_encoder(
     model: str | Path, device: str, encoder_kwargs: dict[str, Any], options: LoadOptions | None = None
-) -> MultiViewEncoder:
+) -> MultiViewEncoder | MultiVectorEncoderAdapter:
     """
     Load (once) the encoder for ``model`` on ``device``.
 
-    A plain backbone (not a multi-view checkpoint) is only usable in the training-free ``snippet`` mode:
-    untrained viewer tokens would be random, and two components would draw different ones. A model that cannot
-    be found raises ``ModelNotFoundError`` at once, naming it and the packaged offline weights.
+    - a ``multi_view_config.json`` checkpoint (``haystack-mvr train``): ``MultiViewEncoder``;
+    - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet encoder,
+      ``haystack_mvr.modeling.st_modules``): sentence-transformers' ``MultiVectorEncoder``, through
+      ``MultiVectorEncoderAdapter`` (needs ``sentence-transformers>=6``);
+    - any other backbone: ``MultiViewEncoder`` in the training-free ``snippet`` mode only: untrained viewer tokens
+      would be random, and two components would draw different ones.
+
+    ``encoder_kwargs`` must agree with a checkpoint's saved configuration. A model that cannot be found raises
+    ``ModelNotFoundError`` at once, naming it and the packaged offline weights.
     """
     options = options or LoadOptions()
     encoder_options = dict(encoder_kwargs)
+    layout = None
     if not is_multi_view_checkpoint(model):
-        encoder_options.setdefault("mode", "snippet")
-        if encoder_options["mode"] != "snippet":
-            msg = (
-                f"{model!s} is not a trained multi-view checkpoint, so mode={encoder_options['mode']!r} would use "
-                "random viewer tokens. Train one first (haystack-mvr train ...) and pass its directory, or use "
-                "mode='snippet'."
-            )
-            raise ValueError(msg)
+        name, resolved = resolve_model(model, options)
+        layout = sentence_transformers_layout(name, resolved)
+        if layout is not None:
+            saved = MultiViewConfig(**layout.config)
+            conflicts = sorted(k for k, v in encoder_options.items() if getattr(saved, k, object()) != v)
+            if conflicts:
+                msg = f"{model!s} was saved with a different configuration; cannot override {conflicts}."
+                raise ValueError(msg)
+        else:
+            encoder_options.setdefault("mode", "snippet")
+            if encoder_options["mode"] != "snippet":
+                msg = (
+                    f"{model!s} is not a trained multi-view checkpoint, so mode={encoder_options['mode']!r} would "
+                    "use random viewer tokens. Train one first (haystack-mvr train ...) and pass its directory, or "
+                    "use mode='snippet'."
+                )
+                raise ValueError(msg)
     # The token is left out of the key: it only grants access, the weights are the same.
     loading = {k: v for k, v in options.__dict__.items() if k != "token"}
     key = json.dumps(
@@ -139,6 +158,21 @@ def load_encoder(
     )
     with _lock:
         if key not in _cache:
-            encoder = MultiViewEncoder.from_pretrained(model, load_options=options, **encoder_options)
-            _cache[key] = encoder.to(device).eval()
+            if layout is not None:
+                _cache[key] = _load_sentence_transformers(model, device, options)
+            else:
+                encoder = MultiViewEncoder.from_pretrained(model, load_options=options, **encoder_options)
+                _cache[key] = encoder.to(device).eval()
         return _cache[key]
+
+
+def _load_sentence_transformers(model: str | Path, device: str, options: LoadOptions) -> MultiVectorEncoderAdapter:
+    try:
+        from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    except ImportError as e:
+        msg = (
+            f"{model!s} is saved in sentence-transformers format, which needs sentence-transformers>=6: "
+            f"pip install 'sentence-transformers>=6' ({e})."
+        )
+        raise ImportError(msg) from e
+    return MultiVectorEncoderAdapter.load(model, device=device, load_options=options).eval()

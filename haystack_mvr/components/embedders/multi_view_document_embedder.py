@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import ComponentDevice, Secret
@@ -18,6 +18,9 @@ from haystack_mvr.components.embedders.encoder_cache import (
 )
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.views import ENCODER_KEY, attach_views
+
+if TYPE_CHECKING:
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
 
 @component
@@ -64,8 +67,10 @@ class MultiViewDocumentEmbedder:
         """
         Create a MultiViewDocumentEmbedder.
 
-        :param model: A multi-view checkpoint directory (from ``haystack-mvr train``), or any BERT-like
-            model name or path, used training-free in ``snippet`` mode.
+        :param model: A multi-view checkpoint: a ``multi_view_config.json`` folder (``haystack-mvr train``), or a
+            sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet
+            encoder; served by sentence-transformers' ``MultiVectorEncoder``, needs ``sentence-transformers>=6``);
+            or any BERT-like model name or path, used training-free in ``snippet`` mode.
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Documents encoded at once.
         :param progress_bar: Show a progress bar while embedding.
@@ -110,7 +115,7 @@ class MultiViewDocumentEmbedder:
             config_kwargs=config_kwargs,
         ).items():
             setattr(self, name, value)
-        self.encoder: MultiViewEncoder | None = None
+        self.encoder: MultiViewEncoder | MultiVectorEncoderAdapter | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haystack import component, default_from_dict, default_to_dict
 from haystack.utils import ComponentDevice, Secret
@@ -17,6 +17,9 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.modeling import MultiViewEncoder
+
+if TYPE_CHECKING:
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
 
 @component
@@ -49,7 +52,9 @@ class MultiViewTextEmbedder:
         """
         Create a MultiViewTextEmbedder.
 
-        :param model: A multi-view checkpoint directory, or a BERT-like model name or path (snippet mode).
+        :param model: A multi-view checkpoint (a ``multi_view_config.json`` folder or a sentence-transformers
+            folder with haystack-mvr modules; see ``MultiViewDocumentEmbedder``), or a BERT-like model name or path
+            (snippet mode).
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Kept for symmetry with the document embedder (one text per run).
         :param progress_bar: Show a progress bar.
@@ -89,7 +94,7 @@ class MultiViewTextEmbedder:
             config_kwargs=config_kwargs,
         ).items():
             setattr(self, name, value)
-        self.encoder: MultiViewEncoder | None = None
+        self.encoder: MultiViewEncoder | MultiVectorEncoderAdapter | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(

@@ -1,0 +1,159 @@
+"""
+A haystack-mvr checkpoint saved in sentence-transformers format, loaded as a ``MultiVectorEncoder`` and used through
+``MultiViewEncoder``'s inference interface (``encode_documents``, ``encode_queries``, ``identity``, ``config``),
+so the Haystack embedders serve both formats alike::
+
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    encoder = MultiVectorEncoderAdapter.load("runs/camvr-st", device="cpu")
+    encoder.model                                    # the sentence_transformers.MultiVectorEncoder
+    docs = encoder.encode_documents(["First sentence. Second one."])    # views (k, d) and snippet spans
+    queries = encoder.encode_queries(["which sentence?"])              # (1, d)
+
+Needs ``sentence-transformers>=6`` (imported here only; ``haystack_mvr.modeling`` does not import this module).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sentence_transformers import MultiVectorEncoder
+from sentence_transformers.base.modules import Router, Transformer
+
+from haystack_mvr.modeling.config import MultiViewConfig
+from haystack_mvr.modeling.encoder import EncodedDocument, encoder_identity, viewer_attention, weights_fingerprint
+from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_layout
+from haystack_mvr.modeling.st_modules import SPANS, ViewerTransformer
+
+
+class MultiVectorEncoderAdapter:
+    """
+    ``MultiViewEncoder``'s inference interface over a ``sentence_transformers.MultiVectorEncoder`` built from
+    ``haystack_mvr.modeling.st_modules`` (snippet, MVR or CAMVR; tied, or untied through a ``Router``).
+
+    :param model: The loaded ``MultiVectorEncoder``.
+    :param config: Its ``MultiViewConfig`` (``sentence_transformers_layout(folder).config``).
+    """
+
+    def __init__(self, model: MultiVectorEncoder, config: MultiViewConfig) -> None:
+        self.model = model
+        self.config = config
+        self._identity: dict[str, Any] | None = None
+
+    @classmethod
+    def load(
+        cls, model_name_or_path: str | Path, *, device: str | None = None, load_options: LoadOptions | None = None
+    ) -> MultiVectorEncoderAdapter:
+        """
+        Load a sentence-transformers folder (or hub repository) written by ``st_modules``.
+
+        sentence-transformers imports the module classes named in ``modules.json`` only with its
+        ``trust_remote_code=True``; it is given for a local folder (the classes come from the installed haystack-mvr),
+        and for a hub repository only when ``load_options.trust_remote_code`` is set (a repository could ship code
+        under those names). Custom *transformers* model code stays governed by ``load_options.trust_remote_code``.
+
+        :raises ValueError: the folder is no haystack-mvr sentence-transformers checkpoint, or a hub repository
+            without ``trust_remote_code``.
+        """
+        name, options = resolve_model(model_name_or_path, load_options)
+        layout = sentence_transformers_layout(name, options)
+        if layout is None:
+            msg = f"{name} is not a haystack-mvr sentence-transformers checkpoint (no SnippetViews/ViewerPooling)."
+            raise ValueError(msg)
+        if not Path(name).is_dir() and not options.trust_remote_code:
+            msg = (
+                f"{name} is a haystack-mvr sentence-transformers checkpoint on the hub: sentence-transformers imports "
+                "its module classes only with trust_remote_code=True; pass it if you trust the repository."
+            )
+            raise ValueError(msg)
+        own = {"trust_remote_code": options.trust_remote_code}  # what transformers may run, as the user said
+        model = MultiVectorEncoder(
+            name,
+            device=device,
+            trust_remote_code=True,
+            token=options.token,
+            revision=options.revision,
+            local_files_only=options.local_files_only,
+            model_kwargs={**options.model_kwargs, **own},
+            processor_kwargs={**options.tokenizer_kwargs, **own},
+            config_kwargs={**options.config_kwargs, **own},
+        )
+        return cls(model, MultiViewConfig(**layout.config))
+
+    # -------------------------------------------------------------------------------------- properties
+    def _transformer(self, role: str = "document") -> Transformer:
+        first = self.model[0]
+        if isinstance(first, Router):
+            return first.sub_modules[role][0]
+        return first
+
+    @property
+    def embedding_dim(self) -> int:
+        return int(self._transformer().get_embedding_dimension())
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def to(self, device: str | torch.device) -> MultiVectorEncoderAdapter:
+        self.model.to(device)
+        return self
+
+    def eval(self) -> MultiVectorEncoderAdapter:
+        self.model.eval()
+        return self
+
+    def fingerprint(self) -> str:
+        """``MultiViewEncoder.fingerprint``: the same for the same weights and config, in either format."""
+        backbones = {"document": self._transformer("document").auto_model}
+        if not self.config.tied:
+            backbones["query"] = self._transformer("query").auto_model
+        return weights_fingerprint(self.config, len(self._transformer().tokenizer), backbones)
+
+    def identity(self, model: str | Path) -> dict[str, Any]:
+        """``MultiViewEncoder.identity``: a JSON-able dict for ``meta["mvr_encoder"]`` (computed once)."""
+        if self._identity is None:
+            self._identity = encoder_identity(self.config, self.fingerprint())
+        return {"model": str(model), **self._identity}
+
+    # ----------------------------------------------------------------------------------- inference path
+    def encode_queries(self, texts: list[str], batch_size: int = 32, progress_bar: bool = False) -> np.ndarray:
+        """Query vectors ``(n, d)`` float32."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.embedding_dim), dtype=np.float32)
+        vectors = self.model.encode_query(
+            texts, batch_size=batch_size, show_progress_bar=progress_bar, convert_to_numpy=True
+        )
+        return np.stack([v[0] for v in vectors]).astype(np.float32, copy=False)
+
+    def encode_documents(
+        self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
+    ) -> list[EncodedDocument]:
+        """Each document's views ``(k_i, d)`` float32 without padding views, and their snippet spans."""
+        texts = list(texts)
+        if not texts:
+            return []
+        items = self.model.encode_document(
+            texts, batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
+        )
+        out = []
+        for item in items:
+            keep = item["attention_mask"].bool()
+            views = item["token_embeddings"][keep].float().cpu().numpy()
+            spans = [None if s < 0 else (s, e) for s, e in item[SPANS][keep].tolist()]
+            out.append(EncodedDocument(views=np.ascontiguousarray(views), spans=spans))
+        return out
+
+    @torch.inference_mode()
+    def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:
+        """``MultiViewEncoder.viewer_attention``: per document ``(K, L_i)`` last-layer attention of each viewer."""
+        transformer = self._transformer("document")
+        if not isinstance(transformer, ViewerTransformer):
+            msg = "Viewer attention exists only for the mvr and camvr modes."
+            raise ValueError(msg)
+        batch = transformer.builder().documents(list(texts)).to(self.device)
+        return viewer_attention(transformer.auto_model, batch)
