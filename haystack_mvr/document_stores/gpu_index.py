@@ -134,10 +134,6 @@ class GpuReplica:
             logger.debug("Copied %d rows of %s to GPU %d.", cpu_index.ntotal, self.index_factory, self.gpu_device)
         return self._copy
 
-    def release(self) -> None:
-        """Free the GPU copy (made again at the next search)."""
-        self._copy = self._source = None
-
 
 def _new_resources() -> Any:
     return faiss.StandardGpuResources()

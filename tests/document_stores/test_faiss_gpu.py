@@ -280,6 +280,22 @@ CONFIGS: dict[str, tuple[dict, bool, tuple[bool, ...], bool]] = {
         True,
     ),
 }
+# Tests asserting exact scores or views of a few written rows: the CPU suite meets them with those rows still staged
+# (searched exactly, before training); a trained lossy index without kept vectors returns its reconstruction.
+_EXACT_VALUE_TESTS = (
+    "test_views_leave_meta_and_score_is_max_over_views",
+    "test_matched_view_keys",
+    "test_return_embedding",
+    "test_plain_embedding_is_one_view",
+    "test_overwrite_replaces_views",
+)
+_LOSSY_REASON = "exact values of a few rows: a trained PQ without kept vectors returns its (lossy) reconstruction"
+
+
+def _skipped(self):
+    """A suite test this configuration cannot meet (skipped with the reason)."""
+
+
 _counter = itertools.count()
 _TRAINED: dict[str, object] = {}  # index_factory -> an empty saved store whose index is trained
 
@@ -338,6 +354,9 @@ def _make_classes(name: str, options: dict, exact: bool, keep_vectors: bool, pre
         "document_store": pytest.fixture(document_store),
         "reopen": pytest.fixture(reopen),
     }
+    if pretrain and not keep_vectors:
+        for test in _EXACT_VALUE_TESTS:
+            attributes[test] = pytest.mark.skip(reason=_LOSSY_REASON)(_skipped)
     mixins = (
         MultiViewSearchTests,
         MultiViewSearchBatchTests,
