@@ -18,7 +18,7 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils.filters import document_matches_filter
 
-from haystack_mvr.document_stores import metadata_queries, persistence
+from haystack_mvr.document_stores import gpu_index, metadata_queries, persistence
 from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import MAX_VIEWS, ViewIndex, default_threads, omp_threads
@@ -58,6 +58,12 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     :param search_threads: FAISS (OpenMP) threads for searches. ``None``: 1 for :meth:`search` (one query gains
         nothing from more), every core for :meth:`search_batch` and for training. The process-wide FAISS
         setting is restored after each call.
+    :param gpu_device: Search on this GPU (``0``: the first), with FAISS from ``pip install "haystack-mvr[gpu]"``.
+        The CPU index stays the one written, reconstructed from and saved; the GPU searches a copy of it, made
+        again at the first search after a change. Flat, IVF-Flat, IVF-SQ and IVF-PQ (8-bit codes) indexes, also
+        under OPQ; other index types, and a FAISS or machine without that GPU, are refused when the store is built.
+        Searches deeper than FAISS's GPU limit (2048 rows per query) and selective filters run on the CPU index.
+        ``None`` (the default): search on the CPU.
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         keep_vectors: bool = True,
         train_size: int | None = None,
         search_threads: int | None = None,
+        gpu_device: int | None = None,
     ) -> None:
         if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
             msg = f"embedding_dim must be a positive integer or None, got {embedding_dim!r}."
@@ -93,6 +100,11 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 msg = f"{name} must be a positive integer or None, got {value!r}."
                 raise ValueError(msg)
+        if gpu_device is not None:
+            if not isinstance(gpu_device, int) or isinstance(gpu_device, bool) or gpu_device < 0:
+                msg = f"gpu_device must be a CUDA device number (0, 1, ...) or None, got {gpu_device!r}."
+                raise ValueError(msg)
+            gpu_index.check_gpu_device(gpu_device)
         if encoder_config is not None and not isinstance(encoder_config, dict):
             msg = f"encoder_config must be a dict or None, got {type(encoder_config).__name__}."
             raise ValueError(msg)
@@ -102,6 +114,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         self.keep_vectors = keep_vectors
         self.train_size = train_size
         self.search_threads = search_threads
+        self.gpu_device = gpu_device
         self.index_path = index_path
         self.encoder_config = encoder_config
         self._documents: dict[str, Document] = {}
@@ -124,6 +137,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             keep_vectors=self.keep_vectors,
             train_size=self.train_size,
             search_threads=self.search_threads,
+            gpu_device=self.gpu_device,
         )
 
     @classmethod
@@ -375,7 +389,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 return []
             # beside a lossy index the kept rows re-rank a wider pool of candidates exactly
             pool = top_k * 4 + 16 if views.keeps_rows else top_k
-            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads))
+            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads), enough=top_k)
             results = []
             for query, keys in zip(queries, found, strict=True):
                 if len(keys) > top_k:
@@ -478,7 +492,12 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
             self._views = ViewIndex(
-                dim, self.index_factory, self.search_parameters, self.keep_vectors, train_size=self.train_size
+                dim,
+                self.index_factory,
+                self.search_parameters,
+                self.keep_vectors,
+                train_size=self.train_size,
+                gpu_device=self.gpu_device,
             )
             self.embedding_dim = self.embedding_dim or dim
         return self._views

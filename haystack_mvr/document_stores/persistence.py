@@ -276,4 +276,11 @@ def _check_and_build(
 
 
 def _new_views(store: FaissMultiViewDocumentStore, dim: int) -> ViewIndex:
-    return ViewIndex(dim, store.index_factory, store.search_parameters, store.keep_vectors, train_size=store.train_size)
+    return ViewIndex(
+        dim,
+        store.index_factory,
+        store.search_parameters,
+        store.keep_vectors,
+        train_size=store.train_size,
+        gpu_device=store.gpu_device,
+    )

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from haystack_mvr.document_stores import gpu_index
 from haystack_mvr.document_stores.faiss_import import faiss
 
 logger = logging.getLogger(__name__)
@@ -69,9 +70,11 @@ class ViewIndex:
     :param search_parameters: ``faiss.ParameterSpace`` settings (``nprobe``, ``efSearch`` ...).
     :param keep_vectors: Keep float32 rows beside a lossy index (exact scores for returned documents).
     :param train_size: Rows to collect before training a trainable index (``None``: ``39 x`` its centroids).
+    :param gpu_device: Search a copy of the index on this GPU (``haystack_mvr.document_stores.gpu_index``).
     """
 
     exact_rows = 4096  # filtered searches over at most this many rows (or 1% of the index) are scored exactly
+    max_search_depth: int | None = None  # deepest FAISS search before the uncapped CPU index finishes (GPU: 2048)
 
     def __init__(
         self,
@@ -80,6 +83,7 @@ class ViewIndex:
         search_parameters: dict[str, int | float] | None = None,
         keep_vectors: bool = True,
         train_size: int | None = None,
+        gpu_device: int | None = None,
     ) -> None:
         self.dim = dim
         self.index_factory = index_factory
@@ -93,6 +97,11 @@ class ViewIndex:
         self._exact = _reconstructs_exactly(base)
         least = _centroids(base)  # k-means needs at least one row per centroid
         self.train_size = max(train_size, least) if train_size else _default_train_size(least)
+        self._gpu = None
+        if gpu_device is not None:
+            gpu_index.check_gpu_index(base, index_factory, self.search_parameters)
+            self._gpu = gpu_index.GpuReplica(gpu_device, index_factory, self.search_parameters)
+        self._generation = 0  # counts changes to the rows: a GPU copy older than the last one is made again
         self.reset()
 
     # ------------------------------------------------------------------------------------------- state
@@ -105,6 +114,7 @@ class ViewIndex:
         self._tombstones: set[int] = set()  # HNSW labels removed but still in the graph
         self._rows = 0
         self._selector_ok: bool | None = None
+        self._generation += 1
         if getattr(self, "_index", None) is not None and not self._hnsw:
             self._index.reset()
             self._make_ids()
@@ -142,6 +152,7 @@ class ViewIndex:
             if len(v) > MAX_VIEWS:
                 msg = f"A document can have at most {MAX_VIEWS} views, got {len(v)}."
                 raise ValueError(msg)
+        self._generation += 1
         for key, v in zip(keys, views, strict=True):
             self._counts[key] = len(v)
             self._rows += len(v)
@@ -193,6 +204,7 @@ class ViewIndex:
         if not keys:
             return
         labels = np.concatenate([labels_of(k, self._counts[k]) for k in keys])
+        self._generation += 1
         for k in keys:
             self._rows -= self._counts.pop(k)
             self._kept.pop(k, None)
@@ -242,12 +254,21 @@ class ViewIndex:
         return labels, self._reconstruct(labels)
 
     # ------------------------------------------------------------------------------------------ search
-    def search(self, queries: np.ndarray, want: int, allowed_keys: np.ndarray | None, threads: int) -> list[np.ndarray]:
+    def search(
+        self,
+        queries: np.ndarray,
+        want: int,
+        allowed_keys: np.ndarray | None,
+        threads: int,
+        enough: int | None = None,
+    ) -> list[np.ndarray]:
         """
         The best ``want`` document keys for each query ``(n, d)``, best first, restricted to ``allowed_keys``.
 
         Exactly ``min(want, documents)`` keys per query: searches widen until enough unique documents are found or
-        the whole index was searched, and an approximate index that still falls short is finished exactly.
+        the whole index was searched, and an approximate index that still falls short is finished exactly. A search
+        stopped by ``max_search_depth`` (a GPU's) keeps its keys when they are at least ``enough`` (a re-ranking
+        pool's must-have part); a query left with fewer is searched again on the CPU index, without a cap.
         """
         # allowed_keys: keys of documents with rows (the store passes no others)
         available = len(allowed_keys) if allowed_keys is not None else self.document_count
@@ -262,7 +283,7 @@ class ViewIndex:
                 rows = sum(self._counts[int(k)] for k in allowed_keys)
                 if rows <= max(self.exact_rows, self._rows // 100):
                     return self._exact_search(queries, want, allowed_keys)
-            return self._index_search(queries, want, allowed_keys)
+            return self._index_search(queries, want, allowed_keys, min(enough or want, want))
 
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Each key's max over its held rows (kept, staged or reconstructed) for one query ``(d,)``."""
@@ -322,14 +343,38 @@ class ViewIndex:
                 self._selector_ok = False
         return self._selector_ok
 
-    def _index_search(self, queries: np.ndarray, want: int, allowed_keys: np.ndarray | None) -> list[np.ndarray]:
+    def _depth_cap(self, on_gpu: bool) -> int | None:
+        caps = [c for c in (self.max_search_depth, self._gpu.max_k if on_gpu and self._gpu else None) if c]
+        return min(caps) if caps else None
+
+    def _replica(self, want: int, per_doc: float, allowed_labels: np.ndarray | None) -> faiss.Index | None:
+        """The GPU copy to search; ``None`` without one, or for a filter too selective to search under its cap."""
+        if self._gpu is None:
+            return None
+        cap = self._depth_cap(on_gpu=True)
+        if allowed_labels is not None and 2 * want * per_doc * self._index.ntotal / max(1, len(allowed_labels)) > cap:
+            return None  # the CPU index's id selector finds the matching rows without widening past the cap
+        return self._gpu.index(self._index, self._generation)
+
+    def _index_search(
+        self,
+        queries: np.ndarray,
+        want: int,
+        allowed_keys: np.ndarray | None,
+        enough: int | None = None,
+        capped: bool = True,
+    ) -> list[np.ndarray]:
         index = self._index
         allowed_labels = None
         if allowed_keys is not None:
             allowed_labels = np.concatenate([labels_of(int(k), self._counts[int(k)]) for k in allowed_keys])
         tombstones = self.tombstones
+        per_doc = max(1.0, self._rows / max(1, self.document_count))
+        replica = self._replica(want, per_doc, allowed_labels) if capped else None
+        index = replica if replica is not None else index
+        cap = self._depth_cap(on_gpu=replica is not None) if capped else None
         selector, inner, post_filter, excluded = None, None, None, None
-        if (allowed_labels is None and not len(tombstones)) or not self._selector_supported():
+        if replica is not None or (allowed_labels is None and not len(tombstones)) or not self._selector_supported():
             post_filter, excluded = allowed_labels, tombstones if len(tombstones) else None
         else:
             if allowed_labels is not None:
@@ -341,14 +386,15 @@ class ViewIndex:
         limit = index.ntotal  # never stop widening before the whole index was searched
         if selector is not None and allowed_labels is not None:
             limit = min(limit, len(allowed_labels))
-        per_doc = max(1.0, self._rows / max(1, self.document_count))
         k = 2 * want * per_doc
         if post_filter is not None:  # only this share of the rows found can be kept
             k *= index.ntotal / max(1, len(post_filter))
-        k = int(min(limit, max(16, k)))
+        k = int(min(limit, cap or limit, max(16, k)))
         results: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(queries)
         todo = np.arange(len(queries))
-        flat = self._flat_rows() if selector is None and len(queries) > 1 else None
+        flat = self._flat_rows() if selector is None and len(queries) > 1 and replica is None else None
+        deeper: list[int] = []  # queries the depth cap left short: searched again on the CPU index, uncapped
+        accepted: set[int] = set()  # queries the depth cap left short of want but with enough
         while len(todo) and k > 0:
             if flat is not None:  # a batch over Flat: one sgemm per block of rows beats FAISS's batched path
                 labels = _flat_top_k(queries[todo], k, *flat)
@@ -365,10 +411,21 @@ class ViewIndex:
                 results[qi] = _unique_in_order(keys_of(found))
                 if len(results[qi]) < want and k < limit:
                     short.append(qi)
+            wider = int(min(limit, 2 * k, cap or limit))
+            if wider == k:  # at the depth cap
+                deeper.extend(qi for qi in short if len(results[qi]) < (enough or want))
+                accepted.update(qi for qi in short if len(results[qi]) >= (enough or want))
+                short = []
             todo = np.asarray(short, dtype=np.int64)
-            k = int(min(limit, 2 * k))
+            k = wider
         del inner
+        if deeper:
+            finished = self._index_search(queries[deeper], want, allowed_keys, capped=False)
+            for qi, found in zip(deeper, finished, strict=True):
+                results[qi] = found
         for qi, found in enumerate(results):
+            if qi in accepted:
+                continue
             if len(found) < want:  # an approximate index that did not reach every allowed row: finish exactly
                 keys = allowed_keys if allowed_keys is not None else self.keys()
                 results[qi] = self._exact_search(queries[qi : qi + 1], want, keys)[0]
@@ -438,6 +495,7 @@ class ViewIndex:
         self._rows = sum(counts.values())
         self._tombstones = set(tombstones.tolist())
         self._selector_ok = None
+        self._generation += 1
         if index is not None:
             if not isinstance(index, faiss.IndexIDMap) and faiss.try_extract_index_ivf(index) is None:
                 msg = "the saved FAISS index has no stable ids"

@@ -216,6 +216,7 @@ def test_to_dict_and_back():
             "keep_vectors": False,
             "train_size": None,
             "search_threads": None,
+            "gpu_device": None,
         },
     }
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
