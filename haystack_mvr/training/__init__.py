@@ -12,21 +12,34 @@ from haystack_mvr.training.data import (
     load_squad_mv,
     load_training_data,
 )
-from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss, annealed_temperature
+from haystack_mvr.training.data_collator import MultiViewDataCollator
+from haystack_mvr.training.losses import (
+    AnswerViewLoss,
+    GlobalLocalLoss,
+    MultiViewAnswerViewLoss,
+    MultiViewGlobalLocalLoss,
+    annealed_temperature,
+)
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
 from haystack_mvr.training.trainer import MultiViewTrainer
 
 __all__ = [
+    "AnnealedTemperatureCallback",
     "AnswerViewLoss",
     "GlobalLocalLoss",
     "MiningArguments",
+    "MultiViewAnswerViewLoss",
     "MultiViewCollator",
+    "MultiViewDataCollator",
+    "MultiViewGlobalLocalLoss",
     "MultiViewTrainer",
     "TrainingArguments",
     "TrainingBatch",
     "TrainingData",
     "TrainingDataset",
     "TrainingExample",
+    "add_temperature_callback",
     "annealed_temperature",
     "bm25_negatives",
     "load_beir",
