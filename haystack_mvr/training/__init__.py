@@ -23,6 +23,7 @@ from haystack_mvr.training.losses import (
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
 from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
 from haystack_mvr.training.trainer import MultiViewTrainer
+from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 
 __all__ = [
     "AnnealedTemperatureCallback",
@@ -39,6 +40,7 @@ __all__ = [
     "TrainingData",
     "TrainingDataset",
     "TrainingExample",
+    "ViewStatsCallback",
     "add_temperature_callback",
     "annealed_temperature",
     "bm25_negatives",

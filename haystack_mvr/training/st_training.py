@@ -46,8 +46,10 @@ from torch import nn
 from haystack_mvr.training.arguments import TrainingArguments
 from haystack_mvr.training.data_collator import MultiViewDataCollator
 from haystack_mvr.training.losses import MultiViewAnswerViewLoss, MultiViewGlobalLocalLoss
+from haystack_mvr.training.plotting import plot_training_log, write_log
 from haystack_mvr.training.st_dataset import build_st_dataset
 from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
+from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +63,8 @@ __all__ = [
 ]
 
 ARGS_FILE = "training_args.json"
+LOG_FILE = "train_log.jsonl"
+PLOT_FILE = "train_plot.png"
 # transformers renamed gradient_checkpointing to activation_checkpointing (the old name warns, then goes in v6)
 _CHECKPOINTING = next(
     (f.name for f in fields(MultiVectorEncoderTrainingArguments) if f.name == "activation_checkpointing"),
@@ -196,6 +200,8 @@ def build_trainer(
             loss, alpha=args.temperature_alpha, minimum=args.temperature_min, per_epoch=args.temperature_per_epoch
         )
         add_temperature_callback(trainer, callback)
+    if hasattr(loss, "view_stats"):
+        add_temperature_callback(trainer, ViewStatsCallback(loss))
     return trainer
 
 
@@ -234,4 +240,10 @@ def train_st(args: TrainingArguments) -> Path:
     trainer.save_model(str(output))
     if trainer.is_world_process_zero():
         args.to_json(output / ARGS_FILE)
+        # the run's log lines (also in checkpoint-*/trainer_state.json) and the plot of the project's old loop
+        log = write_log(output / LOG_FILE, [h for h in trainer.state.log_history if "loss" in h])
+        try:
+            plot_training_log(log, output / PLOT_FILE)
+        except ImportError:
+            logger.info("No %s: matplotlib is not installed.", PLOT_FILE)
     return output

@@ -58,17 +58,23 @@ class AnnealedTemperatureCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is not None and ("loss" in logs or "eval_loss" in logs):
-            logs["temperature"] = round(self.temperature, 4)
-            # the trainer has already stored this line in its state (trainer_state.json): add it there too
-            history = getattr(state, "log_history", None)
-            if history and history[-1].get("step") == state.global_step:
-                history[-1]["temperature"] = logs["temperature"]
+            add_to_log(state, logs, {"temperature": round(self.temperature, 4)})
 
 
-def add_temperature_callback(trainer, callback: AnnealedTemperatureCallback) -> AnnealedTemperatureCallback:
+def add_to_log(state, logs: dict, values: dict) -> None:
+    """Add ``values`` to a log line and to the trainer's copy of it (``trainer_state.json``), stored before
+    the callbacks run."""
+    logs.update(values)
+    history = getattr(state, "log_history", None)
+    if history and history[-1].get("step") == getattr(state, "global_step", None):
+        history[-1].update(values)
+
+
+def add_temperature_callback(trainer, callback: TrainerCallback) -> TrainerCallback:
     """
     Add ``callback`` to ``trainer`` right after its flow callback, before the printers and loggers, so that each
-    log line carries the temperature (callbacks added the usual way run after the printers).
+    log line carries what it adds (callbacks added the usual way run after the printers). For
+    :class:`AnnealedTemperatureCallback` and :class:`~haystack_mvr.training.ViewStatsCallback`.
     """
     callbacks = trainer.callback_handler.callbacks
     callbacks.insert(min(1, len(callbacks)), callback)

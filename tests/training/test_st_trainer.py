@@ -13,6 +13,7 @@ from haystack_mvr.training import (  # noqa: E402
     MultiViewAnswerViewLoss,
     MultiViewDataCollator,
     MultiViewGlobalLocalLoss,
+    ViewStatsCallback,
     add_temperature_callback,
 )
 
@@ -53,6 +54,7 @@ def train(model, loss, dataset, tmp_path, *, epochs=4, collator=None, **args):
         model=model, args=arguments, train_dataset=dataset, loss=loss, data_collator=collator
     )
     add_temperature_callback(trainer, AnnealedTemperatureCallback(loss, alpha=0.5))
+    add_temperature_callback(trainer, ViewStatsCallback(loss))
     trainer.train()
     return [h for h in trainer.state.log_history if "loss" in h]
 
@@ -80,3 +82,4 @@ def test_answer_view_loss_gets_the_answer_view_column(snippet_model, tmp_path):
     loss = MultiViewAnswerViewLoss(snippet_model)
     logs = train(snippet_model, loss, dataset, tmp_path, epochs=3, collator=collator)
     assert logs[-1]["answer_view_loss"] < logs[0]["answer_view_loss"]
+    assert all(sum(log["view_wins"]) == 4 and "answer_view_agreement" in log for log in logs)

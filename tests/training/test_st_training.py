@@ -144,7 +144,13 @@ def test_train_snippet_mode_from_the_cli_with_bm25_negatives_and_the_answer_view
     state = json.loads(next(out.glob("checkpoint-*/trainer_state.json")).read_text())
     logged = [h for h in state["log_history"] if "loss" in h]
     assert len(logged) == 3 and all("answer_view_loss" in h and h["temperature"] == 1.0 for h in logged)
+    # the view diagnostics: each positive is won by one of its at most 4 views (whole text + 3 snippets); the first
+    # squad-mv questions share paragraphs, which the no-duplicates sampler keeps out of one batch (batches shrink)
+    assert all(len(h["view_wins"]) <= 4 and 1 <= sum(h["view_wins"]) <= 4 for h in logged)
+    assert any(0 <= h.get("answer_view_agreement", -1) <= 1 for h in logged)  # squad-mv gives answer views
     assert json.loads((out / "training_args.json").read_text())["loss"] == "answer-view"
+    assert len((out / "train_log.jsonl").read_text().splitlines()) == 3
+    assert (out / "train_plot.png").stat().st_size > 1000
 
 
 def test_resume_latest_continues_from_the_last_checkpoint(trainable_backbone, squad_mv_dir, tmp_path):
@@ -171,3 +177,29 @@ def test_resume_latest_continues_from_the_last_checkpoint(trainable_backbone, sq
     train(TrainingArguments(**common, max_steps=2, resume_from="latest"))
     state = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
     assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2]  # step 1 was not trained again
+
+
+def test_gradcache_and_bf16_through_build_trainer(trainable_backbone, tmp_path):
+    """The library's GradCache loss (Eq. 6 at lambda 0) in our trainer, annealed; bf16 autocast on the CPU."""
+    datasets = pytest.importorskip("datasets")
+    from sentence_transformers.multi_vector_encoder.losses import CachedMultiVectorMultipleNegativesRankingLoss
+
+    from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.training.st_training import build_trainer
+
+    model = snippet_encoder(trainable_backbone, num_snippets=2)
+    words = ["cat", "dog", "horse", "river", "piano", "apple", "ship", "castle"]
+    dataset = datasets.Dataset.from_dict(
+        {"query": [f"where is the {w}?" for w in words], "positive": [f"The {w} is here. A {w} again." for w in words]}
+    )
+    args = TrainingArguments(
+        **{**BASE, "output_dir": str(tmp_path)}, batch_size=8, epochs=2, lr=1e-3, precision="bf16", device="cpu"
+    )
+    loss = CachedMultiVectorMultipleNegativesRankingLoss(model, mini_batch_size=2)
+    trainer = build_trainer(model, args, dataset, loss=loss, save_strategy="no", logging_steps=1)
+    assert trainer.args.bf16
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert [h["temperature"] for h in logged] == [1.0, pytest.approx(0.9048, abs=1e-4)]
+    assert loss.scale == pytest.approx(1 / 0.9048, abs=1e-3)
+    assert "view_wins" not in logged[0]  # the library's loss keeps no view statistics

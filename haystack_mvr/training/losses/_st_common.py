@@ -59,3 +59,48 @@ def embed_views(
     offset = get_rank() * batch_size if gather_across_devices else 0
     positive_index = torch.arange(batch_size, device=query.device) + offset
     return query, doc_views, view_mask, positive_index
+
+
+class ViewStats:
+    """
+    Which view of each positive wins (``argmax_i f_i(q, d+)``) and how often it is the answer view, since the last
+    :meth:`pop`: the collapse diagnostic of MVR (one view winning everything) that no library loss reports.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.wins = torch.zeros(0, dtype=torch.float64)
+        self.answer = torch.zeros(2, dtype=torch.float64)  # answer view known, winning view == answer view
+
+    def add(self, winning_view: Tensor, num_views: int, answer_view: Tensor | None = None) -> None:
+        winning = winning_view.detach().cpu()
+        counts = torch.bincount(winning, minlength=num_views).double()
+        if counts.numel() > self.wins.numel():
+            self.wins = torch.cat([self.wins, torch.zeros(counts.numel() - self.wins.numel(), dtype=torch.float64)])
+        self.wins[: counts.numel()] += counts
+        if answer_view is not None:
+            answer = answer_view.detach().cpu()
+            known = answer >= 0
+            self.answer += torch.tensor([known.sum().item(), (winning[known] == answer[known]).sum().item()]).double()
+
+    def pop(self) -> dict[str, Any]:
+        """``{"view_wins": [...], "answer_view_agreement": ...}`` summed over processes under DDP, then reset."""
+        width = self.wins.numel()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+            width_t = torch.tensor([width], device=device)
+            torch.distributed.all_reduce(width_t, op=torch.distributed.ReduceOp.MAX)
+            width = int(width_t.item())
+            totals = torch.cat([self.wins, torch.zeros(width - self.wins.numel(), dtype=torch.float64), self.answer])
+            totals = totals.to(device)
+            torch.distributed.all_reduce(totals)
+            wins, answer = totals[:width].cpu(), totals[width:].cpu()
+        else:
+            wins, answer = self.wins, self.answer
+        record: dict[str, Any] = {"view_wins": [int(w) for w in wins.tolist()]} if width else {}
+        if answer[0] > 0:
+            record["answer_view_agreement"] = round(float(answer[1] / answer[0]), 4)
+        self.reset()
+        return record

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from haystack_mvr.training.losses._st_common import embed_views
+from haystack_mvr.training.losses._st_common import ViewStats, embed_views
 from haystack_mvr.training.losses.answer_view_loss import AnswerViewLoss
 
 
@@ -53,6 +53,7 @@ class MultiViewAnswerViewLoss(nn.Module):
         self.temperature = temperature
         self.mini_batch_size = mini_batch_size
         self.gather_across_devices = gather_across_devices
+        self.view_stats = ViewStats()
 
     @property
     def lambda_local(self) -> float:
@@ -84,9 +85,10 @@ class MultiViewAnswerViewLoss(nn.Module):
         # a snippet truncated away in this batch is a padding view: score that positive by its best view instead
         real = view_mask[positive_index].gather(1, answer_view.clamp(min=0)[:, None])[:, 0]
         answer_view = torch.where(real, answer_view, torch.full_like(answer_view, -1))
-        loss, local_loss, _ = self.loss.parts(
+        loss, local_loss, winning_view = self.loss.parts(
             query, doc_views, view_mask, positive_index, answer_view, self.temperature
         )
+        self.view_stats.add(winning_view, doc_views.shape[1], answer_view)
         return {"answer_view_loss": loss, "local_loss": self.lambda_local * local_loss}
 
     def get_config_dict(self) -> dict[str, Any]:

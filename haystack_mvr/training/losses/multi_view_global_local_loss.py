@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from haystack_mvr.training.losses._st_common import embed_views
+from haystack_mvr.training.losses._st_common import ViewStats, embed_views
 from haystack_mvr.training.losses.global_local_loss import GlobalLocalLoss
 
 
@@ -65,6 +65,7 @@ class MultiViewGlobalLocalLoss(nn.Module):
         self.temperature = temperature
         self.mini_batch_size = mini_batch_size
         self.gather_across_devices = gather_across_devices
+        self.view_stats = ViewStats()
 
     @property
     def lambda_local(self) -> float:
@@ -82,7 +83,10 @@ class MultiViewGlobalLocalLoss(nn.Module):
             mini_batch_size=self.mini_batch_size,
             gather_across_devices=self.gather_across_devices,
         )
-        global_loss, local_loss, _ = self.loss.parts(query, doc_views, view_mask, positive_index, self.temperature)
+        global_loss, local_loss, winning_view = self.loss.parts(
+            query, doc_views, view_mask, positive_index, self.temperature
+        )
+        self.view_stats.add(winning_view, doc_views.shape[1])
         return {"global_loss": global_loss, "local_loss": self.lambda_local * local_loss}
 
     def get_config_dict(self) -> dict[str, Any]:
