@@ -128,9 +128,7 @@ def snippet_argv(backbone, data, out, *extra):
     ]
 
 
-def test_train_snippet_mode_from_the_cli_with_bm25_negatives_and_the_answer_view_loss(
-    trainable_backbone, squad_mv_dir, tmp_path
-):
+def test_train_snippet_mode_from_the_cli_with_bm25_then_mined_negatives(trainable_backbone, squad_mv_dir, tmp_path):
     pytest.importorskip("datasets")
     from tests.training.test_api import parser
 
@@ -151,6 +149,17 @@ def test_train_snippet_mode_from_the_cli_with_bm25_negatives_and_the_answer_view
     assert json.loads((out / "training_args.json").read_text())["loss"] == "answer-view"
     assert len((out / "train_log.jsonl").read_text().splitlines()) == 3
     assert (out / "train_plot.png").stat().st_size > 1000
+
+    # Round two: mine dense negatives with the trained folder, train again with them as negative columns.
+    negatives = tmp_path / "negatives.jsonl"
+    mine = ["mine-negatives", "--model", str(out), "--data-dir", str(squad_mv_dir), "--output", str(negatives)]
+    ns = parser().parse_args([*mine, "--max-examples", "12", "--num-negatives", "2", "--depth", "10"])
+    assert ns.handler(ns) == 0
+    again = snippet_argv(trainable_backbone, squad_mv_dir, tmp_path / "round-two", "--num-bm25-negatives", "0")
+    mined = ["--negatives-file", str(negatives), "--num-hard-negatives", "2", "--max-steps", "1"]
+    ns = parser().parse_args([*again, *mined])
+    assert ns.handler(ns) == 0
+    assert (tmp_path / "round-two" / "modules.json").is_file()
 
 
 def test_resume_latest_continues_from_the_last_checkpoint(trainable_backbone, squad_mv_dir, tmp_path):
