@@ -1,4 +1,4 @@
-"""Training multi-view encoders (imports modeling and datasets; never haystack)."""
+"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack)."""
 
 from haystack_mvr.training.api import mine, train
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
@@ -21,6 +21,8 @@ from haystack_mvr.training.losses import (
     annealed_temperature,
 )
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+from haystack_mvr.training.st_dataset import build_st_dataset
+from haystack_mvr.training.st_training import build_trainer, train_st
 from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
 from haystack_mvr.training.trainer import MultiViewTrainer
 from haystack_mvr.training.view_stats_callback import ViewStatsCallback
@@ -44,6 +46,8 @@ __all__ = [
     "add_temperature_callback",
     "annealed_temperature",
     "bm25_negatives",
+    "build_st_dataset",
+    "build_trainer",
     "load_beir",
     "load_dpr",
     "load_squad_mv",
@@ -52,5 +56,6 @@ __all__ = [
     "mine_negatives",
     "read_negatives",
     "train",
+    "train_st",
     "write_negatives",
 ]
