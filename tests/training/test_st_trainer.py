@@ -63,13 +63,14 @@ def test_global_local_loss_trains_a_snippet_encoder(snippet_model, tmp_path):
     before = [p.detach().clone() for p in snippet_model.parameters()]
     dataset = Dataset.from_dict({"query": QUERIES, "positive": POSITIVES, "negative_1": NEGATIVES})
     loss = MultiViewGlobalLocalLoss(snippet_model, lambda_local=0.01)
-    logs = train(snippet_model, loss, dataset, tmp_path, gradient_checkpointing=True)
+    logs = train(snippet_model, loss, dataset, tmp_path, activation_checkpointing=True)
     assert len(logs) == 4
     assert logs[-1]["loss"] < logs[0]["loss"]
     assert {"global_loss", "local_loss"} <= set(logs[0])  # the parts are logged
     # the temperature is annealed per epoch (alpha 0.5 here): 1 in epoch one, exp(-1.5) in epoch four
     assert [log["temperature"] for log in logs] == pytest.approx([1.0, 0.6065, 0.3679, 0.3], abs=1e-4)
     assert any(not torch.equal(a, b) for a, b in zip(before, snippet_model.parameters(), strict=True))
+    assert snippet_model[0].auto_model.is_gradient_checkpointing  # the trainer turned it on in the backbone
 
 
 def test_answer_view_loss_gets_the_answer_view_column(snippet_model, tmp_path):
