@@ -135,6 +135,12 @@ def build_training_arguments(args: TrainingArguments, **overrides: Any) -> Multi
     haystack-mvr's arguments as sentence-transformers' (``overrides`` win: any field of
     ``MultiVectorEncoderTrainingArguments``, e.g. ``ddp_find_unused_parameters`` or ``report_to``).
     """
+    if args.device not in (None, "cpu", "cuda"):
+        msg = (
+            f"device {args.device!r}: sentence-transformers' trainer takes 'cpu' or 'cuda'; pick GPUs with "
+            "CUDA_VISIBLE_DEVICES (one process per GPU under torchrun)."
+        )
+        raise ValueError(msg)
     max_length = {k: v for k, v in (("query", args.query_max_length), ("document", args.doc_max_length)) if v}
     saving: dict[str, Any] = {"save_strategy": "epoch"}
     if args.save_every:

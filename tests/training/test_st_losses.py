@@ -182,3 +182,36 @@ def test_the_callback_anneals_tau_from_the_trainers_epoch():
     assert library.scale == pytest.approx(math.exp(0.15))
     with pytest.raises(ValueError, match="temperature"):
         AnnealedTemperatureCallback(nn.Linear(1, 1))
+
+
+def test_gathered_documents_put_each_query_at_its_own_positive(monkeypatch):
+    """Rank 1 of 2 under DDP: its queries' positives sit after rank 0's, and the loss is the one-process loss."""
+    import haystack_mvr.training.losses._st_common as common
+
+    torch.manual_seed(3)
+    queries, docs = torch.randn(4, 1, 4), torch.randn(4, 2, 3, 4)  # the global batch: rank 0 rows 0-1, rank 1 2-3
+    masks = torch.ones(4, 2, 3, dtype=torch.bool)
+    masks[0, 1, 2] = masks[3, 0, 1:] = False
+
+    def features(rows):
+        return [{"vectors": queries[rows], "mask": torch.ones(len(rows), 1, dtype=torch.bool)}] + [
+            {"vectors": docs[rows, c], "mask": masks[rows, c]} for c in range(2)
+        ]
+
+    def gather(tensor, mask, with_grad=False):  # what all_gather_padded returns on rank 1: rank 0's rows first
+        column = next(c for c in range(2) if torch.equal(tensor, docs[2:, c]))
+        return docs[:, column], masks[:, column]
+
+    monkeypatch.setattr(common, "all_gather_padded", gather)
+    monkeypatch.setattr(common, "get_rank", lambda: 1)
+    _, _, _, positive_index = common.embed_views(VectorsAsModel(), features([2, 3]), gather_across_devices=True)
+    assert positive_index.tolist() == [2, 3]
+    loss = MultiViewGlobalLocalLoss(VectorsAsModel(), lambda_local=0.1, temperature=0.5, gather_across_devices=True)
+    rank_one = sum(loss(features([2, 3])).values())
+    flat_views, flat_mask = docs.transpose(0, 1).reshape(8, 3, 4), masks.transpose(0, 1).reshape(8, 3)
+    # the mean over rank 1's two queries of the one-process per-query losses
+    per_query = [
+        GlobalLocalLoss(lambda_local=0.1)(queries[[b], 0], flat_views, flat_mask, torch.tensor([b]), 0.5)
+        for b in (2, 3)
+    ]
+    assert rank_one.item() == pytest.approx(sum(per_query).item() / 2, rel=1e-6)

@@ -44,6 +44,8 @@ def test_our_arguments_become_sentence_transformers_arguments():
     assert st_args.batch_sampler == "no_duplicates"  # a paragraph is never its own question's in-batch negative
     assert build_training_arguments(TrainingArguments(**BASE, max_steps=5)).max_steps == 5
     assert build_training_arguments(TrainingArguments(**BASE), save_strategy="no").save_strategy == "no"
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
+        build_training_arguments(TrainingArguments(**BASE, device="cuda:1"))
 
 
 def test_snippet_mode_rejects_viewer_options():
