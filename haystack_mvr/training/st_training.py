@@ -97,6 +97,10 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if (Path(args.model) / "modules.json").is_file():
         model = MultiVectorEncoder(args.model, device=device, trust_remote_code=True)
+        layout = snippet_layout(model)
+        if args.num_views is not None and layout is not None and args.num_views != layout[0]:
+            msg = f"{args.model} has {layout[0]} snippets, not num_views={args.num_views}: leave num_views out."
+            raise ValueError(msg)
     else:
         if (args.mode or "snippet") not in ST_MODES:
             msg = f"Mode {args.mode!r} has no sentence-transformers modules yet: haystack_mvr.training.train trains it."

@@ -8,7 +8,7 @@ st = pytest.importorskip("sentence_transformers", minversion="6")
 
 from haystack_mvr.training.arguments import TrainingArguments  # noqa: E402
 from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
-from haystack_mvr.training.st_training import build_training_arguments  # noqa: E402
+from haystack_mvr.training.st_training import build_training_arguments, load_model  # noqa: E402
 
 BASE = {"model": "m", "data_dir": "d", "output_dir": "o", "mode": "snippet"}
 
@@ -162,6 +162,8 @@ def test_train_snippet_mode_from_the_cli_with_bm25_then_mined_negatives(trainabl
     ns = parser().parse_args([*again, *mined])
     assert ns.handler(ns) == 0
     assert (tmp_path / "round-two" / "modules.json").is_file()
+    with pytest.raises(ValueError, match="has 3 snippets"):  # a saved folder keeps its own number of views
+        load_model(TrainingArguments(**{**BASE, "model": str(out)}, num_views=5))
 
 
 def test_resume_latest_continues_from_the_last_checkpoint(trainable_backbone, squad_mv_dir, tmp_path):
