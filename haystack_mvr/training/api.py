@@ -96,7 +96,9 @@ def uses_sentence_transformers(args: TrainingArguments) -> bool:
     """
     if args.mode is not None:
         return args.mode == "snippet"
-    return (Path(args.model) / "modules.json").is_file()
+    from haystack_mvr.training.st_training import is_multi_vector_folder
+
+    return is_multi_vector_folder(args.model)
 
 
 def train(args: TrainingArguments) -> Path:

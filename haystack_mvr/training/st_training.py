@@ -29,12 +29,14 @@ train_st(TrainingArguments(model="sentence-transformers/all-MiniLM-L6-v2", mode=
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from sentence_transformers import (
     MultiVectorEncoder,
     MultiVectorEncoderTrainer,
@@ -57,6 +59,7 @@ __all__ = [
     "build_loss",
     "build_trainer",
     "build_training_arguments",
+    "is_multi_vector_folder",
     "load_model",
     "snippet_layout",
     "train_st",
@@ -71,8 +74,20 @@ _CHECKPOINTING = next(
     "gradient_checkpointing",
 )
 
+_TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
+
 #: modes that train through sentence-transformers today (mvr / camvr join when their viewer modules land)
 ST_MODES: tuple[str, ...] = ("snippet",)
+
+
+def is_multi_vector_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a saved ``MultiVectorEncoder`` (its ``config_sentence_transformers.json`` says so), not a
+    ``SentenceTransformer`` backbone such as all-MiniLM-L6-v2 (which a new snippet encoder wraps)."""
+    config = Path(path) / "config_sentence_transformers.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "MultiVectorEncoder"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def snippet_layout(model: MultiVectorEncoder) -> tuple[int, int] | None:
@@ -91,11 +106,11 @@ def snippet_layout(model: MultiVectorEncoder) -> tuple[int, int] | None:
 
 def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     """
-    The model to train: a saved ``MultiVectorEncoder`` folder (``modules.json``), or a snippet-mode encoder over a
+    The model to train: a saved ``MultiVectorEncoder`` folder, or a snippet-mode encoder over a
     backbone (its own pooling, normalisation and max length; ``num_views`` snippets, default 8).
     """
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if (Path(args.model) / "modules.json").is_file():
+    if is_multi_vector_folder(args.model):
         model = MultiVectorEncoder(args.model, device=device, trust_remote_code=True)
         layout = snippet_layout(model)
         if args.num_views is not None and layout is not None and args.num_views != layout[0]:
@@ -128,6 +143,15 @@ def build_loss(model: MultiVectorEncoder, args: TrainingArguments) -> nn.Module:
     return MultiViewGlobalLocalLoss(model, lambda_local=lambda_local, temperature=temperature)
 
 
+def _warmup(args: TrainingArguments) -> dict[str, float]:
+    if _TRANSFORMERS_MAJOR >= 5:  # warmup_ratio is deprecated there: a float warmup_steps in [0, 1) is the ratio
+        return {"warmup_steps": args.warmup_ratio if args.warmup_steps is None else args.warmup_steps}
+    return {
+        "warmup_ratio": args.warmup_ratio if args.warmup_steps is None else 0.0,
+        "warmup_steps": args.warmup_steps or 0,
+    }
+
+
 def _precision(args: TrainingArguments) -> dict[str, bool]:
     if args.precision == "auto":
         return {"bf16": bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())}
@@ -157,8 +181,7 @@ def build_training_arguments(args: TrainingArguments, **overrides: Any) -> Multi
         "gradient_accumulation_steps": args.grad_accumulation,
         "learning_rate": args.lr,
         "weight_decay": args.weight_decay,
-        "warmup_ratio": args.warmup_ratio if args.warmup_steps is None else 0.0,
-        "warmup_steps": args.warmup_steps or 0,
+        **_warmup(args),
         "lr_scheduler_type": "linear",
         "max_grad_norm": args.max_grad_norm,
         "seed": args.seed,

@@ -8,7 +8,11 @@ st = pytest.importorskip("sentence_transformers", minversion="6")
 
 from haystack_mvr.training.arguments import TrainingArguments  # noqa: E402
 from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
-from haystack_mvr.training.st_training import build_training_arguments, load_model  # noqa: E402
+from haystack_mvr.training.st_training import (  # noqa: E402
+    build_training_arguments,
+    is_multi_vector_folder,
+    load_model,
+)
 
 BASE = {"model": "m", "data_dir": "d", "output_dir": "o", "mode": "snippet"}
 
@@ -43,6 +47,8 @@ def test_our_arguments_become_sentence_transformers_arguments():
     assert st_args.max_length == {"query": 32, "document": 200}
     assert st_args.batch_sampler == "no_duplicates"  # a paragraph is never its own question's in-batch negative
     assert build_training_arguments(TrainingArguments(**BASE, max_steps=5)).max_steps == 5
+    defaults = build_training_arguments(TrainingArguments(**BASE))
+    assert defaults.warmup_steps == 0.1 or defaults.warmup_ratio == 0.1  # transformers 5 takes the ratio as a float
     assert build_training_arguments(TrainingArguments(**BASE), save_strategy="no").save_strategy == "no"
     with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
         build_training_arguments(TrainingArguments(**BASE, device="cuda:1"))
@@ -162,6 +168,7 @@ def test_train_snippet_mode_from_the_cli_with_bm25_then_mined_negatives(trainabl
     ns = parser().parse_args([*again, *mined])
     assert ns.handler(ns) == 0
     assert (tmp_path / "round-two" / "modules.json").is_file()
+    assert is_multi_vector_folder(out) and not is_multi_vector_folder(trainable_backbone)
     with pytest.raises(ValueError, match="has 3 snippets"):  # a saved folder keeps its own number of views
         load_model(TrainingArguments(**{**BASE, "model": str(out)}, num_views=5))
 
