@@ -10,6 +10,9 @@ examples:
   haystack-mvr train --data-format squad-mv --data-dir ../shared/data/squad-mv --model bert-base-uncased \\
       --mode camvr --num-views 8 --output-dir runs/camvr --epochs 40
   haystack-mvr train --config args.json --output-dir runs/other     # flags override the JSON file
+  # snippet mode trains through sentence-transformers' MultiVectorEncoderTrainer (a MultiVectorEncoder folder)
+  haystack-mvr train --mode snippet --model sentence-transformers/all-MiniLM-L6-v2 --num-views 8 \\
+      --data-dir ../shared/data/squad-mv --output-dir runs/snippet --precision bf16 --gradient-checkpointing
   torchrun --nproc-per-node 2 -m haystack_mvr.cli.main train --config args.json
   # coCondenser / CAMVR round two: mine with round one's model, retrain from the backbone
   haystack-mvr mine-negatives --model runs/camvr --data-dir ../shared/data/squad-mv --output runs/negatives.jsonl
@@ -23,7 +26,7 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
     parser = subparsers.add_parser(
         "train",
-        help="Train an MVR / CAMVR / DPR (num_views=1) encoder.",
+        help="Train an MVR / CAMVR / DPR (num_views=1) / snippet-mode encoder.",
         description="Train a multi-view dense retriever; the result loads with model=<output_dir>.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,4 +1,4 @@
-"""Training multi-view encoders (imports modeling and datasets; never haystack)."""
+"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack)."""
 
 from haystack_mvr.training.api import mine, train
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
@@ -12,23 +12,42 @@ from haystack_mvr.training.data import (
     load_squad_mv,
     load_training_data,
 )
-from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss, annealed_temperature
+from haystack_mvr.training.data_collator import MultiViewDataCollator
+from haystack_mvr.training.losses import (
+    AnswerViewLoss,
+    GlobalLocalLoss,
+    MultiViewAnswerViewLoss,
+    MultiViewGlobalLocalLoss,
+    annealed_temperature,
+)
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+from haystack_mvr.training.st_dataset import build_st_dataset
+from haystack_mvr.training.st_training import build_trainer, train_st
+from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
 from haystack_mvr.training.trainer import MultiViewTrainer
+from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 
 __all__ = [
+    "AnnealedTemperatureCallback",
     "AnswerViewLoss",
     "GlobalLocalLoss",
     "MiningArguments",
+    "MultiViewAnswerViewLoss",
     "MultiViewCollator",
+    "MultiViewDataCollator",
+    "MultiViewGlobalLocalLoss",
     "MultiViewTrainer",
     "TrainingArguments",
     "TrainingBatch",
     "TrainingData",
     "TrainingDataset",
     "TrainingExample",
+    "ViewStatsCallback",
+    "add_temperature_callback",
     "annealed_temperature",
     "bm25_negatives",
+    "build_st_dataset",
+    "build_trainer",
     "load_beir",
     "load_dpr",
     "load_squad_mv",
@@ -37,5 +56,6 @@ __all__ = [
     "mine_negatives",
     "read_negatives",
     "train",
+    "train_st",
     "write_negatives",
 ]

@@ -87,9 +87,26 @@ def load_examples(args: TrainingArguments) -> TrainingData:
     return data
 
 
+def uses_sentence_transformers(args: TrainingArguments) -> bool:
+    """
+    Whether ``args`` train through sentence-transformers' ``MultiVectorEncoderTrainer``
+    (:mod:`haystack_mvr.training.st_training`): snippet mode, or a saved ``MultiVectorEncoder`` folder.
+    MVR and CAMVR keep :class:`~haystack_mvr.training.trainer.MultiViewTrainer` until their viewer tokens are
+    sentence-transformers modules (issue 16).
+    """
+    if args.mode is not None:
+        return args.mode == "snippet"
+    from haystack_mvr.training.st_training import is_multi_vector_folder
+
+    return is_multi_vector_folder(args.model)
+
+
 def train(args: TrainingArguments) -> Path:
     """
     Train a multi-view encoder and save it to ``args.output_dir`` (load it with ``model=<output_dir>``).
+
+    Snippet mode trains through sentence-transformers (:func:`~haystack_mvr.training.st_training.train_st`; the
+    result is a ``MultiVectorEncoder`` folder); MVR and CAMVR through the project's own loop below, for now.
 
     ```python
     from haystack_mvr.training import TrainingArguments, train
@@ -100,6 +117,11 @@ def train(args: TrainingArguments) -> Path:
 
     Under ``torchrun`` every process calls this; the process group is set up and torn down here.
     """
+    if uses_sentence_transformers(args):
+        from haystack_mvr.training.st_training import train_st
+
+        return train_st(args)
+    # --- MVR / CAMVR: the project's own loop (trainer.py), until their viewer modules land (issue 16) ---
     context = init_distributed()
     try:
         set_seed(args.seed)

@@ -220,8 +220,12 @@ class TrainingArguments:
             problems.append("use_file_negatives applies to the dpr format only")
         if self.beir_split != "train" and self.data_format != "beir":
             problems.append("beir_split applies to the beir format only")
-        if self.loss == "answer-view" and self.mode is not None and self.mode != "camvr":
-            problems.append("the answer-view loss needs snippet views: use it with mode camvr")
+        if self.loss == "answer-view" and self.mode is not None and self.mode not in ("camvr", "snippet"):
+            problems.append("the answer-view loss needs snippet views: use it with mode camvr or snippet")
+        if self.mode == "snippet":
+            viewer_options = [n for n in ("tied", "viewer_init", "viewer_position") if getattr(self, n) is not None]
+            if viewer_options:
+                problems.append(f"mode snippet has no viewer tokens: {', '.join(viewer_options)} would be ignored")
         if problems:
             msg = "Invalid training arguments:\n  - " + "\n  - ".join(problems)
             raise ValueError(msg)

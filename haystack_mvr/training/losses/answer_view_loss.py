@@ -70,6 +70,23 @@ class AnswerViewLoss(nn.Module):
         exclude: Tensor | None = None,
     ) -> LossOutput:
         """Like :meth:`forward`, but returns the loss with its parts and the positives' winning (best) views."""
+        global_loss, local_loss, winning_view = self.parts(
+            query, doc_views, view_mask, positive_index, answer_view, temperature, exclude
+        )
+        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
+        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+
+    def parts(
+        self,
+        query: Tensor,
+        doc_views: Tensor,
+        view_mask: Tensor,
+        positive_index: Tensor,
+        answer_view: Tensor,
+        temperature: float = 1.0,
+        exclude: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(Eq. 13 loss, local term, best view)`` with the gradient kept (the local term before ``lambda_local``)."""
         check_inputs(query, doc_views, view_mask, positive_index, temperature)
         if answer_view.shape != positive_index.shape:
             msg = f"answer_view must be (B,) = {tuple(positive_index.shape)}, got {tuple(answer_view.shape)}."
@@ -92,5 +109,4 @@ class AnswerViewLoss(nn.Module):
         logits = logits.scatter(1, positive_index[:, None], positive_logit[:, None])
         global_loss = F.cross_entropy(logits, positive_index)
         local_loss = (torch.logsumexp(own, dim=-1) - positive_logit).mean()
-        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
-        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+        return global_loss, local_loss, winning_view

@@ -72,11 +72,26 @@ class GlobalLocalLoss(nn.Module):
         exclude: Tensor | None = None,
     ) -> LossOutput:
         """Like :meth:`forward`, but returns the loss with its parts and the positives' winning views."""
+        global_loss, local_loss, winning_view = self.parts(
+            query, doc_views, view_mask, positive_index, temperature, exclude
+        )
+        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
+        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+
+    def parts(
+        self,
+        query: Tensor,
+        doc_views: Tensor,
+        view_mask: Tensor,
+        positive_index: Tensor,
+        temperature: float = 1.0,
+        exclude: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(L_global, L_local, winning view)`` with the gradient kept (``L_local`` before ``lambda_local``)."""
         check_inputs(query, doc_views, view_mask, positive_index, temperature)
         scores, logits, _ = scores_and_logits(query, doc_views, view_mask, temperature, exclude)
         global_loss = F.cross_entropy(logits, positive_index)
         own = positive_view_scores(scores, view_mask, positive_index) / temperature  # (B, K)
         best, winning_view = own.max(dim=-1)
         local_loss = (torch.logsumexp(own, dim=-1) - best).mean()
-        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
-        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+        return global_loss, local_loss, winning_view

@@ -1,0 +1,106 @@
+"""A ``MultiVectorEncoder`` batch -> the tensors of the multi-view losses (private; sentence-transformers >= 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from sentence_transformers.base.losses.merged_forward import embed_columns_padded
+from sentence_transformers.util import all_gather_padded, get_rank, stack_padded_token_embeddings
+from torch import Tensor, nn
+
+
+def embed_views(
+    model: nn.Module,
+    sentence_features: Iterable[dict[str, Any]],
+    *,
+    mini_batch_size: int | None = None,
+    gather_across_devices: bool = False,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """
+    Embed a ``(query, positive, negative_1, ..., negative_n)`` batch of a ``MultiVectorEncoder`` trainer.
+
+    Column 0 runs under the ``query`` task and must give one vector per query (MVR scores a query by one vector);
+    the other columns run under the ``document`` task and give each document its views, padding views masked.
+
+    :param model: The ``MultiVectorEncoder`` (or its DDP wrapper).
+    :param sentence_features: One feature dict per column, as sentence-transformers' trainer hands them to a loss.
+    :param mini_batch_size: Rows per document forward (sentence-transformers' ``embed_columns_padded``).
+    :param gather_across_devices: Gather the documents of every process (DDP) as negatives for every query.
+    :returns: ``query (B, d)``, ``doc_views (C * B', K, d)``, ``view_mask (C * B', K)`` and ``positive_index (B,)``,
+        the documents column by column (all positives first), ``B'`` the batch over all processes when gathering.
+    :raises ValueError: if the batch has no document column or a query has more than one vector.
+    """
+    features = [dict(f) for f in sentence_features]
+    if len(features) < 2:
+        msg = "A multi-view loss needs (query, positive[, negative_1, ...]) columns; got one column."
+        raise ValueError(msg)
+    query_features = features[0]
+    out = model(query_features, task=query_features.get("task", "query"))
+    query_vectors, query_mask = out["token_embeddings"], out["attention_mask"].bool()
+    if query_vectors.shape[1] != 1 and bool((query_mask.sum(dim=1) > 1).any()):
+        msg = (
+            "Multi-view losses score a query by one vector (MVR Eq. 4), but this model gives queries "
+            f"{query_vectors.shape[1]} vectors: use a model whose query task pools to one vector."
+        )
+        raise ValueError(msg)
+    query = query_vectors[:, 0]
+    batch_size = query.shape[0]
+
+    embeddings, masks = embed_columns_padded(model, features[1:], mini_batch_size, task_default="document")
+    if gather_across_devices:
+        gathered = [all_gather_padded(e, m, with_grad=True) for e, m in zip(embeddings, masks, strict=True)]
+        embeddings, masks = [e for e, _ in gathered], [m.bool() for _, m in gathered]
+    stacked, stacked_mask = stack_padded_token_embeddings(embeddings, masks)  # (B', C, K, d), (B', C, K)
+    columns, views = stacked.shape[1], stacked.shape[2]
+    doc_views = stacked.transpose(0, 1).reshape(columns * stacked.shape[0], views, stacked.shape[3])
+    view_mask = stacked_mask.transpose(0, 1).reshape(columns * stacked.shape[0], views).bool()
+    offset = get_rank() * batch_size if gather_across_devices else 0
+    positive_index = torch.arange(batch_size, device=query.device) + offset
+    return query, doc_views, view_mask, positive_index
+
+
+class ViewStats:
+    """
+    Which view of each positive wins (``argmax_i f_i(q, d+)``) and how often it is the answer view, since the last
+    :meth:`pop`: the collapse diagnostic of MVR (one view winning everything) that no library loss reports.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.wins = torch.zeros(0, dtype=torch.float64)
+        self.answer = torch.zeros(2, dtype=torch.float64)  # answer view known, winning view == answer view
+
+    def add(self, winning_view: Tensor, num_views: int, answer_view: Tensor | None = None) -> None:
+        winning = winning_view.detach().cpu()
+        counts = torch.bincount(winning, minlength=num_views).double()
+        if counts.numel() > self.wins.numel():
+            self.wins = torch.cat([self.wins, torch.zeros(counts.numel() - self.wins.numel(), dtype=torch.float64)])
+        self.wins[: counts.numel()] += counts
+        if answer_view is not None:
+            answer = answer_view.detach().cpu()
+            known = answer >= 0
+            self.answer += torch.tensor([known.sum().item(), (winning[known] == answer[known]).sum().item()]).double()
+
+    def pop(self) -> dict[str, Any]:
+        """``{"view_wins": [...], "answer_view_agreement": ...}`` summed over processes under DDP, then reset."""
+        width = self.wins.numel()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+            width_t = torch.tensor([width], device=device)
+            torch.distributed.all_reduce(width_t, op=torch.distributed.ReduceOp.MAX)
+            width = int(width_t.item())
+            totals = torch.cat([self.wins, torch.zeros(width - self.wins.numel(), dtype=torch.float64), self.answer])
+            totals = totals.to(device)
+            torch.distributed.all_reduce(totals)
+            wins, answer = totals[:width].cpu(), totals[width:].cpu()
+        else:
+            wins, answer = self.wins, self.answer
+        record: dict[str, Any] = {"view_wins": [int(w) for w in wins.tolist()]} if width else {}
+        if answer[0] > 0:
+            record["answer_view_agreement"] = round(float(answer[1] / answer[0]), 4)
+        self.reset()
+        return record

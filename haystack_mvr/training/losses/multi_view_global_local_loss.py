@@ -1,0 +1,109 @@
+"""MVR's global-local loss (Eq. 5-7) as a sentence-transformers loss of a ``MultiVectorEncoder``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from torch import Tensor, nn
+
+from haystack_mvr.training.losses._st_common import ViewStats, embed_views
+from haystack_mvr.training.losses.global_local_loss import GlobalLocalLoss
+
+
+class MultiViewGlobalLocalLoss(nn.Module):
+    r"""
+    MVR Eq. 5: ``L_global + lambda_local * L_local`` (:class:`GlobalLocalLoss`) on a ``MultiVectorEncoder`` batch.
+
+    Takes the model like sentence-transformers' losses and plugs into ``MultiVectorEncoderTrainer``. A batch is
+    ``(query, positive, negative_1, ..., negative_n)`` text columns (the negatives optional): every document of the
+    batch (all positives and hard negatives, over all processes with ``gather_across_devices``) is a negative of
+    every other query, the in-batch negatives of DPR and MVR. Documents are scored by their best real view
+    (Eq. 4: MaxSim of a one-vector query), padding views never count.
+
+    **Temperature.** ``tau`` is the attribute :attr:`temperature`; MVR's annealing (Eq. 8,
+    ``tau = max(0.3, exp(-0.1 t))`` per epoch) is :class:`~haystack_mvr.training.AnnealedTemperatureCallback`,
+    which sets it from the trainer's epoch before each step (and so also after resuming).
+
+    **Logged parts.** ``forward`` returns ``{"global_loss": L_global, "local_loss": lambda_local * L_local}``;
+    the trainer adds them up and logs each.
+
+    **Large batches (GradCache).** With ``lambda_local=0`` this loss equals sentence-transformers'
+    ``MultiVectorMultipleNegativesRankingLoss(model, scale=1 / tau)`` (tested), so its GradCache variant
+    ``CachedMultiVectorMultipleNegativesRankingLoss`` trains Eq. 6 with large batches on a small GPU; the
+    temperature callback anneals its ``scale``. The local term (Eq. 7) has no cached variant.
+
+    ```python
+    from sentence_transformers import MultiVectorEncoderTrainer
+    loss = MultiViewGlobalLocalLoss(model, lambda_local=0.01)
+    trainer = MultiVectorEncoderTrainer(model=model, train_dataset=dataset, loss=loss,
+                                        callbacks=[AnnealedTemperatureCallback(loss)])
+    ```
+
+    :param model: A ``MultiVectorEncoder`` whose query task gives one vector and document task the views.
+    :param lambda_local: ``lambda``, the weight of Eq. 7 (the paper's best: 0.01).
+    :param temperature: The starting (or fixed) ``tau``.
+    :param mini_batch_size: Rows per document forward (bounds padding, not memory).
+    :param gather_across_devices: Under DDP, every query also sees the other processes' documents.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        lambda_local: float = 0.01,
+        temperature: float = 1.0,
+        mini_batch_size: int | None = None,
+        gather_across_devices: bool = False,
+    ) -> None:
+        super().__init__()
+        if not temperature > 0:
+            msg = f"temperature must be positive, got {temperature}."
+            raise ValueError(msg)
+        self.model = model
+        self.loss = GlobalLocalLoss(lambda_local=lambda_local)
+        self.temperature = temperature
+        self.mini_batch_size = mini_batch_size
+        self.gather_across_devices = gather_across_devices
+        self.view_stats = ViewStats()
+
+    @property
+    def lambda_local(self) -> float:
+        return self.loss.lambda_local
+
+    def forward(self, sentence_features: Iterable[dict[str, Any]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        """
+        :param sentence_features: The tokenized columns, query first (as the trainer passes them).
+        :param labels: Unused (a label or ``answer_view`` column is ignored by this loss).
+        :returns: ``{"global_loss": ..., "local_loss": ...}``, scalars whose sum is Eq. 5.
+        """
+        query, doc_views, view_mask, positive_index = embed_views(
+            self.model,
+            sentence_features,
+            mini_batch_size=self.mini_batch_size,
+            gather_across_devices=self.gather_across_devices,
+        )
+        global_loss, local_loss, winning_view = self.loss.parts(
+            query, doc_views, view_mask, positive_index, self.temperature
+        )
+        self.view_stats.add(winning_view, doc_views.shape[1])
+        return {"global_loss": global_loss, "local_loss": self.lambda_local * local_loss}
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "lambda_local": self.lambda_local,
+            "temperature": self.temperature,
+            "mini_batch_size": self.mini_batch_size,
+            "gather_across_devices": self.gather_across_devices,
+        }
+
+    @property
+    def citation(self) -> str:
+        return """
+@inproceedings{zhang-etal-2022-multi,
+    title = "Multi-View Document Representation Learning for Open-Domain Dense Retrieval",
+    author = "Zhang, Shunyu and Liang, Yaobo and Gong, Ming and Jiang, Daxin and Duan, Nan",
+    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics",
+    year = "2022",
+}
+"""
