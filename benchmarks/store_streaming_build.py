@@ -147,7 +147,7 @@ def make_queries(corpus: ChunkedCorpus, n: int, seed: int) -> tuple[np.ndarray, 
         block = corpus.chunk(int(c))
         for d in docs[docs // corpus.chunk_docs == c]:
             local = int(d) - int(c) * corpus.chunk_docs
-            rows.append(block[local * corpus.k + int(rng.integers(0, corpus.k))])
+            rows.append(block[local * corpus.k + int(rng.integers(0, corpus.k))].copy())  # not a view: frees block
         del block
     q = np.stack(rows).astype(np.float32)
     q += rng.standard_normal(q.shape, dtype=np.float32) * np.float32(QUERY_SPREAD / np.sqrt(q.shape[1]))
