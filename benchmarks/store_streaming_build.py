@@ -235,7 +235,8 @@ def run(args) -> dict:
         "loadavg_start": loadavg(),
     }
     log(
-        f"start: {views_total:,} views ({n_docs:,} docs x {k}), d={dim}, {args.factory}, train_size={args.train_size:,}, "
+        f"start: {views_total:,} views ({n_docs:,} docs x {k}), d={dim}, {args.factory}, "
+        f"train_size={args.train_size:,}, "
         f"load {result['loadavg_start']}"
     )
 
@@ -517,7 +518,8 @@ def render_checkpoints(r: dict) -> list[str]:
         return []
     lines = [
         "",
-        f"Measured mid-build (the same store, paused; {r['checkpoints'][0]['search']['queries']} of the queries, 1 thread; recall against the exact top-10 of "
+        f"Measured mid-build (the same store, paused; {r['checkpoints'][0]['search']['queries']} of the queries, "
+        "1 thread; recall against the exact top-10 of "
         "the documents written so far):",
         "",
         "| views written | build s so far | resident B/view | peak GiB so far | search p50 / p90 ms | recall@10 |",
@@ -536,7 +538,10 @@ def render_checkpoints(r: dict) -> list[str]:
 def render(r: dict) -> str:
     if "build" not in r:
         s = r["settings"]
-        head = f"# Streaming build of {s['views']:,} views, `{s['index_factory']}`, `keep_vectors=False`: in progress (issue 13)"
+        head = (
+            f"# Streaming build of {s['views']:,} views, `{s['index_factory']}`, `keep_vectors=False`: "
+            "in progress (issue 13)"
+        )
         return "\n".join([head, "", f"Started {r['started_utc']}; settings {s}.", *render_checkpoints(r)]) + "\n"
     s, b, m = r["settings"], r["build"], r["machine"]
     views = s["views"]
@@ -547,7 +552,8 @@ def render(r: dict) -> str:
         "(`retrieval_speed.py`'s generator: 1000 topics, correlated unit views), generated and written "
         f"{s['chunk_documents']:,} documents at a time through `write_documents` (views as numpy arrays in `meta`); "
         f"the float32 corpus ({views * s['dim'] * 4 / 2**30:.1f} GiB) never exists whole. "
-        f'`FaissMultiViewDocumentStore(embedding_dim={s["dim"]}, index_factory="{s["index_factory"]}", keep_vectors=False, '
+        f'`FaissMultiViewDocumentStore(embedding_dim={s["dim"]}, index_factory="{s["index_factory"]}", '
+        "keep_vectors=False, "
         f"train_size={s['train_size']:,})`: trained once, in the write that reached {s['train_size']:,} rows.",
         "",
         f"Machine: {m.get('cpu', '?')}, {m['cpus']} cores shared with other jobs, {m['mem_total_gib']} GiB RAM, "
