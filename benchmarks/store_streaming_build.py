@@ -233,6 +233,7 @@ def run(args) -> dict:
             "nice": os.nice(0),
         },
         "loadavg_start": loadavg(),
+        "notes": list(args.note),
     }
     log(
         f"start: {views_total:,} views ({n_docs:,} docs x {k}), d={dim}, {args.factory}, "
@@ -349,6 +350,7 @@ def run(args) -> dict:
     held = sum(v.nbytes for v in views_index.held_rows().values())
     rss_after = rss_bytes()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    sampled_peak = sampler.peak  # before serializing the index below (two transient copies of it)
     t = time.perf_counter()
     index_bytes = len(faiss.serialize_index(views_index.faiss_index))
     serialize_s = time.perf_counter() - t
@@ -369,7 +371,7 @@ def run(args) -> dict:
         "rss_after_bytes": rss_after,
         "resident_bytes_per_view": (rss_after - base_rss) / views_total,
         "peak_rss_bytes_ru_maxrss": peak_rss,
-        "peak_rss_bytes_sampled": sampler.peak,
+        "peak_rss_bytes_sampled": sampled_peak,
         "peak_growth_bytes_per_view": (peak_rss - base_rss) / views_total,
         "phase_peaks_bytes": dict(sampler.phases),
         "writing_phase_peak_bytes": build_peak_phase,
@@ -663,6 +665,7 @@ def main() -> None:
     parser.add_argument("--no-save", dest="save", action="store_false")
     parser.add_argument("--tmp", default=None, help="directory for the saved copy")
     parser.add_argument("--tag", default="", help="suffix of the result files")
+    parser.add_argument("--note", action="append", default=[], help="a line added to the results (repeatable)")
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
     args.threads = args.threads or None
