@@ -587,7 +587,7 @@ def render(r: dict) -> str:
     if "after_training" in r:
         a = r["after_training"]
         lines.append(
-            f"| peak while staging and training ({a['views_written']:,} views written) | "
+            f"| peak up to the end of the chunk whose write trained the index ({a['views_written']:,} views) | "
             f"{gib(a['phase_peak_rss_bytes'])} |"
         )
     if "search" in r:
