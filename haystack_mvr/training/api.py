@@ -1,56 +1,19 @@
-"""The training driver: parse -> seed -> model (with its tokenizer) -> data -> collator -> train -> save."""
+"""``haystack-mvr train`` / ``mine-negatives``: the examples with their negative pools, then sentence-transformers."""
 
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
 from haystack_mvr.training.data import Passage, TrainingData, attach_negatives, load_training_data
-from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
 
 logger = logging.getLogger(__name__)
-
-_MODEL_FIELDS = (
-    "mode",
-    "num_views",
-    "query_max_length",
-    "doc_max_length",
-    "normalize",
-    "tied",
-    "viewer_init",
-    "viewer_position",
-)
-
-
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def load_encoder(args: TrainingArguments, checkpoint: Path | None = None) -> MultiViewEncoder:
-    """A new encoder around ``args.model`` or, when resuming, the checkpoint's (config options must agree)."""
-    overrides = {name: getattr(args, name) for name in _MODEL_FIELDS if getattr(args, name) is not None}
-    return MultiViewEncoder.from_pretrained(checkpoint or args.model, **overrides)
-
-
-def build_loss(args: TrainingArguments, mode: str) -> GlobalLocalLoss | AnswerViewLoss:
-    """``auto``: CAMVR's answer-view loss (Eq. 13) for camvr, MVR's global-local loss (Eq. 5-7) otherwise."""
-    kind = args.loss if args.loss != "auto" else ("answer-view" if mode == "camvr" else "global-local")
-    if kind == "answer-view":
-        if mode != "camvr":
-            msg = f"The answer-view loss needs snippet views (mode camvr); this encoder's mode is {mode!r}."
-            raise ValueError(msg)
-        return AnswerViewLoss(lambda_local=0.0 if args.lambda_local is None else args.lambda_local)
-    return GlobalLocalLoss(lambda_local=0.01 if args.lambda_local is None else args.lambda_local)
 
 
 def _text_of(embed_title: bool, separator: str) -> Callable[[Passage], str]:
