@@ -253,6 +253,16 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
             add_viewer_tokens(self.tokenizer, self.auto_model, config)
 
     @property
+    def num_snippets(self) -> int | None:
+        """CAMVR: n, the snippets a document is split into (view i is snippet i); ``None`` for MVR (no snippets)."""
+        return self.num_views if self.mode == "camvr" else None
+
+    @property
+    def first_snippet_view(self) -> int:
+        """The view of snippet 0 (CAMVR: 0, there is no whole-text view), for the answer-view labels."""
+        return 0
+
+    @property
     def multi_view_config(self) -> MultiViewConfig:
         """The ``MultiViewConfig`` of this module's tokenization (mode, views, lengths, viewer position)."""
         return self._config()
@@ -371,11 +381,13 @@ def viewer_encoder(
     query_max_length: int = 64,
     doc_max_length: int = 256,
     normalize: bool = False,
+    tied: bool = True,
     device: str | None = "cpu",
     **load: Any,
 ) -> MultiVectorEncoder:
     """
-    An MVR / CAMVR ``MultiVectorEncoder``: ``[ViewerTransformer, ViewerPooling]`` over ``backbone``.
+    An MVR / CAMVR ``MultiVectorEncoder``: ``[ViewerTransformer, ViewerPooling]`` over ``backbone``
+    (``tied=False``: a ``Router`` with a ``query`` and a ``document`` route, each such a pair over its own copy).
 
     A plain backbone gets the viewer tokens registered and drawn (untrained: train it before use); a folder saved
     with its viewer tokens keeps them.
@@ -386,17 +398,37 @@ def viewer_encoder(
         attention sink, see ``MultiViewConfig``).
     :param load: sentence-transformers ``Transformer`` loading options (``model_kwargs``, ``processor_kwargs``...).
     """
-    transformer = ViewerTransformer(
-        str(backbone),
-        mode=mode,
-        num_views=views,
-        viewer_position=viewer_position,
-        viewer_init=viewer_init,
-        query_length=query_max_length,
-        document_length=doc_max_length,
-        **load,
-    )
-    return MultiVectorEncoder(modules=[transformer, ViewerPooling(normalize=normalize)], device=device)
+
+    def pair() -> list[Module]:
+        transformer = ViewerTransformer(
+            str(backbone),
+            mode=mode,
+            num_views=views,
+            viewer_position=viewer_position,
+            viewer_init=viewer_init,
+            query_length=query_max_length,
+            document_length=doc_max_length,
+            **load,
+        )
+        return [transformer, ViewerPooling(normalize=normalize)]
+
+    if tied:
+        return MultiVectorEncoder(modules=pair(), device=device)
+    router = Router.for_query_document(query_modules=pair(), document_modules=pair())
+    return MultiVectorEncoder(modules=[router], device=device)
+
+
+def document_modules(model: MultiVectorEncoder) -> list[Module]:
+    """The modules a document goes through: the model's own, or its ``Router``'s ``document`` route."""
+    modules = list(model)
+    if len(modules) == 1 and isinstance(modules[0], Router) and "document" in modules[0].sub_modules:
+        return list(modules[0].sub_modules["document"])
+    return modules
+
+
+def view_modules(model: MultiVectorEncoder) -> list[Module]:
+    """Every ``SnippetViews`` / ``ViewerPooling`` of ``model`` (one per route), e.g. to set ``normalize``."""
+    return [m for m in model.modules() if isinstance(m, (SnippetViews, ViewerPooling))]
 
 
 def _modules_for(config: MultiViewConfig, backbone_folder: Path, **load: Any) -> list[Module]:

@@ -2,10 +2,8 @@
 
 from haystack_mvr.training.api import mine, train
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
-from haystack_mvr.training.collator import MultiViewCollator, TrainingBatch
 from haystack_mvr.training.data import (
     TrainingData,
-    TrainingDataset,
     TrainingExample,
     load_beir,
     load_dpr,
@@ -24,7 +22,6 @@ from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read
 from haystack_mvr.training.st_dataset import build_st_dataset
 from haystack_mvr.training.st_training import build_trainer, train_st
 from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
-from haystack_mvr.training.trainer import MultiViewTrainer
 from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 
 __all__ = [
@@ -33,14 +30,10 @@ __all__ = [
     "GlobalLocalLoss",
     "MiningArguments",
     "MultiViewAnswerViewLoss",
-    "MultiViewCollator",
     "MultiViewDataCollator",
     "MultiViewGlobalLocalLoss",
-    "MultiViewTrainer",
     "TrainingArguments",
-    "TrainingBatch",
     "TrainingData",
-    "TrainingDataset",
     "TrainingExample",
     "ViewStatsCallback",
     "add_temperature_callback",

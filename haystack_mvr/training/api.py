@@ -1,59 +1,19 @@
-"""The training driver: parse -> seed -> model (with its tokenizer) -> data -> collator -> train -> save."""
+"""``haystack-mvr train`` / ``mine-negatives``: the examples with their negative pools, then sentence-transformers."""
 
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
-from haystack_mvr.training.collator import MultiViewCollator
-from haystack_mvr.training.data import Passage, TrainingData, TrainingDataset, attach_negatives, load_training_data
-from haystack_mvr.training.distributed import init_distributed
-from haystack_mvr.training.losses import AnswerViewLoss, GlobalLocalLoss
+from haystack_mvr.training.data import Passage, TrainingData, attach_negatives, load_training_data
 from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
-from haystack_mvr.training.trainer import MultiViewTrainer, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
-
-_MODEL_FIELDS = (
-    "mode",
-    "num_views",
-    "query_max_length",
-    "doc_max_length",
-    "normalize",
-    "tied",
-    "viewer_init",
-    "viewer_position",
-)
-
-
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def load_encoder(args: TrainingArguments, checkpoint: Path | None = None) -> MultiViewEncoder:
-    """A new encoder around ``args.model`` or, when resuming, the checkpoint's (config options must agree)."""
-    overrides = {name: getattr(args, name) for name in _MODEL_FIELDS if getattr(args, name) is not None}
-    return MultiViewEncoder.from_pretrained(checkpoint or args.model, **overrides)
-
-
-def build_loss(args: TrainingArguments, mode: str) -> GlobalLocalLoss | AnswerViewLoss:
-    """``auto``: CAMVR's answer-view loss (Eq. 13) for camvr, MVR's global-local loss (Eq. 5-7) otherwise."""
-    kind = args.loss if args.loss != "auto" else ("answer-view" if mode == "camvr" else "global-local")
-    if kind == "answer-view":
-        if mode != "camvr":
-            msg = f"The answer-view loss needs snippet views (mode camvr); this encoder's mode is {mode!r}."
-            raise ValueError(msg)
-        return AnswerViewLoss(lambda_local=0.0 if args.lambda_local is None else args.lambda_local)
-    return GlobalLocalLoss(lambda_local=0.01 if args.lambda_local is None else args.lambda_local)
 
 
 def _text_of(embed_title: bool, separator: str) -> Callable[[Passage], str]:
@@ -87,26 +47,12 @@ def load_examples(args: TrainingArguments) -> TrainingData:
     return data
 
 
-def uses_sentence_transformers(args: TrainingArguments) -> bool:
-    """
-    Whether ``args`` train through sentence-transformers' ``MultiVectorEncoderTrainer``
-    (:mod:`haystack_mvr.training.st_training`): snippet mode, or a saved ``MultiVectorEncoder`` folder.
-    MVR and CAMVR keep :class:`~haystack_mvr.training.trainer.MultiViewTrainer` until their viewer tokens are
-    sentence-transformers modules (issue 16).
-    """
-    if args.mode is not None:
-        return args.mode == "snippet"
-    from haystack_mvr.training.st_training import is_multi_vector_folder
-
-    return is_multi_vector_folder(args.model)
-
-
 def train(args: TrainingArguments) -> Path:
     """
-    Train a multi-view encoder and save it to ``args.output_dir`` (load it with ``model=<output_dir>``).
-
-    Snippet mode trains through sentence-transformers (:func:`~haystack_mvr.training.st_training.train_st`; the
-    result is a ``MultiVectorEncoder`` folder); MVR and CAMVR through the project's own loop below, for now.
+    Train a multi-view encoder (MVR, CAMVR or snippet mode) through sentence-transformers'
+    ``MultiVectorEncoderTrainer`` and save it to ``args.output_dir``
+    (:func:`~haystack_mvr.training.st_training.train_st`); the result is a ``MultiVectorEncoder`` folder that the
+    Haystack embedders load with ``model=<output_dir>``.
 
     ```python
     from haystack_mvr.training import TrainingArguments, train
@@ -115,37 +61,11 @@ def train(args: TrainingArguments) -> Path:
                             data_dir="../shared/data/squad-mv", output_dir="runs/camvr", epochs=40))
     ```
 
-    Under ``torchrun`` every process calls this; the process group is set up and torn down here.
+    Under ``torchrun`` every process calls this; transformers sets up and tears down the process group.
     """
-    if uses_sentence_transformers(args):
-        from haystack_mvr.training.st_training import train_st
+    from haystack_mvr.training.st_training import train_st
 
-        return train_st(args)
-    # --- MVR / CAMVR: the project's own loop (trainer.py), until their viewer modules land (issue 16) ---
-    context = init_distributed()
-    try:
-        set_seed(args.seed)
-        checkpoint = resolve_checkpoint(args.resume_from, args.output_dir)
-        encoder = load_encoder(args, checkpoint)
-        if encoder.config.normalize and (args.temperature is None or args.temperature >= 0.2):
-            logger.warning(
-                "This encoder L2-normalises its vectors (scores are cosines in [-1, 1]) and the temperature is at "
-                "least 0.2 (MVR's Eq. 8 anneals 1 -> 0.3 for inner products): the contrastive signal will be weak. "
-                "Train with --no-normalize (inner products, as DPR and MVR) or a fixed --temperature such as 0.05."
-            )
-        data = load_examples(args)
-        with_pool = sum(1 for e in data.examples if e.hard_negatives)
-        logger.info("%s: %d examples, %d with hard negatives", data.description, len(data.examples), with_pool)
-        dataset = TrainingDataset(data.examples, num_hard_negatives=args.num_hard_negatives, seed=args.seed)
-        collator = MultiViewCollator.from_encoder(
-            encoder, embed_title=args.embed_title, title_separator=args.title_separator
-        )
-        loss = build_loss(args, encoder.config.mode)
-        trainer = MultiViewTrainer(encoder, args, dataset, collator, loss, context=context)
-        return trainer.train(resume_from=checkpoint)
-    finally:
-        if context.initialized_here:
-            torch.distributed.destroy_process_group()
+    return train_st(args)
 
 
 def mine(args: MiningArguments) -> Path:

@@ -32,11 +32,12 @@ class TrainingArguments:
     args = TrainingArguments.from_json("args.json")          # the same fields as a JSON object
     ```
 
-    Model options left at ``None`` take :class:`~haystack_mvr.modeling.MultiViewConfig`'s defaults for a new
-    encoder, or the saved values when ``model`` is a multi-view checkpoint (a different value is an error there).
-    Batch sizes are per process and micro-batch: the contrastive negatives of a query are the documents of its
-    own micro-batch, gathered over all processes; gradient accumulation adds micro-batch losses, it does not
-    enlarge the set of negatives.
+    Every field maps onto sentence-transformers' ``MultiVectorEncoderTrainingArguments`` or onto the model
+    (:mod:`haystack_mvr.training.st_training`). Model options left at ``None`` take
+    :class:`~haystack_mvr.modeling.MultiViewConfig`'s defaults for a new encoder, or the saved values when ``model``
+    is a saved folder (a different mode or number of views is an error there). Batch sizes are per process and
+    micro-batch: the contrastive negatives of a query are the documents of its own micro-batch, gathered over all
+    processes; gradient accumulation adds micro-batch losses, it does not enlarge the set of negatives.
     """
 
     # ---------------------------------------------------------------------------------------------- model
@@ -96,7 +97,7 @@ class TrainingArguments:
 
     # ------------------------------------------------------------------------------------------ negatives
     num_hard_negatives: int = _arg(
-        1, "Hard negatives per query in each batch, drawn from its pool (DPR: 1).", "negatives"
+        1, "Hard negatives per query, drawn once from its pool when the dataset is built (DPR: 1).", "negatives"
     )
     num_bm25_negatives: int = _arg(
         30,
@@ -146,8 +147,10 @@ class TrainingArguments:
         "auto", "auto: bf16 autocast on a CUDA GPU that supports it, fp32 otherwise.", "training", choices=PRECISIONS
     )
     seed: int = _arg(42, "Random seed (model init, data order, negative sampling, dropout).", "training")
-    device: str | None = _arg(None, "Device (default: cuda:<local rank> if available, else cpu).", "training")
-    num_workers: int = _arg(0, "DataLoader worker processes for tokenisation.", "training")
+    device: str | None = _arg(
+        None, "cpu or cuda (default: cuda if available; pick GPUs with CUDA_VISIBLE_DEVICES).", "training"
+    )
+    num_workers: int = _arg(0, "DataLoader worker processes.", "training")
 
     # ----------------------------------------------------------------------------------- checkpointing
     save_every: int | None = _arg(
@@ -157,7 +160,7 @@ class TrainingArguments:
     resume_from: str | None = _arg(
         None, "Resume from a checkpoint directory, or 'latest' in output_dir.", "checkpointing"
     )
-    log_every: int = _arg(10, "Write a JSONL log line every N optimiser steps.", "checkpointing")
+    log_every: int = _arg(10, "Log every N optimiser steps (train_log.jsonl, trainer_state.json).", "checkpointing")
     progress_bar: bool = _arg(True, "Show a tqdm progress bar (rank 0).", "checkpointing")
 
     def __post_init__(self) -> None:

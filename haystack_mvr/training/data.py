@@ -1,8 +1,8 @@
 """Training examples (query, positive, answer offset, hard negatives) from squad-mv, DPR and BEIR files.
 
 Every loader validates its input up front: a bad record is reported with its file, its line (or its index in
-a JSON array) and the offending field, before any training starts. The dataset yields text; the collator
-(:mod:`haystack_mvr.training.collator`) tokenizes.
+a JSON array) and the offending field, before any training starts. :mod:`haystack_mvr.training.st_dataset` turns
+the examples into the trainer's dataset.
 """
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-from torch.utils.data import Dataset
 
 from haystack_mvr.datasets.jsonl import read_jsonl
 from haystack_mvr.datasets.squad_mv import DEV_ARTICLES, Passage, load_corpus, load_questions, split_by_article
@@ -24,9 +21,7 @@ from haystack_mvr.datasets.squad_mv import DEV_ARTICLES, Passage, load_corpus, l
 __all__ = [
     "Passage",
     "TrainingData",
-    "TrainingDataset",
     "TrainingExample",
-    "TrainingItem",
     "attach_negatives",
     "load_beir",
     "load_dpr",
@@ -349,42 +344,3 @@ def attach_negatives(
                 pool.setdefault(p.id, p)
         result.append(replace(e, hard_negatives=tuple(pool.values())))
     return result
-
-
-# ------------------------------------------------------------------------------------------------ dataset
-@dataclass
-class TrainingItem:
-    """What the dataset yields for one example in one epoch: text only."""
-
-    query: str
-    positive: Passage
-    answer_start: int | None
-    negatives: list[Passage] = field(default_factory=list)
-    positive_ids: frozenset[str] = frozenset()
-
-
-class TrainingDataset(Dataset):
-    """
-    Examples as text, with ``num_hard_negatives`` drawn from each pool.
-
-    Indexed by ``(index, epoch)`` pairs (see :class:`~haystack_mvr.training.sampler.EpochBatchSampler`): the draw
-    depends only on ``(seed, epoch, index)``, so it is reproducible, identical after resuming and independent of
-    DataLoader workers.
-    """
-
-    def __init__(self, examples: Sequence[TrainingExample], *, num_hard_negatives: int = 1, seed: int = 42) -> None:
-        self.examples = list(examples)
-        self.num_hard_negatives = num_hard_negatives
-        self.seed = seed
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, key: tuple[int, int] | int) -> TrainingItem:
-        index, epoch = key if isinstance(key, tuple) else (key, 0)
-        e = self.examples[index]
-        pool = e.hard_negatives
-        k = min(self.num_hard_negatives, len(pool))
-        rng = random.Random(f"{self.seed}/{epoch}/{index}")  # str seeds are hashed deterministically
-        negatives = rng.sample(list(pool), k) if k else []
-        return TrainingItem(e.query, e.positive, e.answer_start, negatives, e.positive_ids)

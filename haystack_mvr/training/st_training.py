@@ -7,10 +7,11 @@ accumulation and checkpointing, DDP under ``torchrun`` (one process per GPU, not
 ``save_every`` steps with resume (``resume_from="latest"`` or a ``checkpoint-N`` folder), logging
 (``trainer_state.json``) and de-duplicated in-batch negatives (``BatchSamplers.NO_DUPLICATES``).
 
-**Any MultiVectorEncoder.** :func:`build_trainer` takes any ``MultiVectorEncoder`` whose query task gives one
-vector and whose document task gives the views (snippet mode today; MVR / CAMVR viewer-token modules once they are
-sentence-transformers modules). :func:`load_model` builds snippet mode only; :func:`snippet_layout` is the one
-place that knows where a model's snippet views are (for the ``answer_view`` column).
+**Every mode.** :func:`load_model` builds MVR / CAMVR (``st_modules.viewer_encoder``: viewer tokens, tied or a
+``Router`` of two backbones) and snippet mode (``st_modules.snippet_encoder``), or loads a saved folder (either
+format); :func:`build_trainer` takes any ``MultiVectorEncoder`` whose query task gives one vector and whose document
+task gives the views. :func:`snippet_layout` is the one place that knows where a model's snippet views are (for the
+``answer_view`` column: CAMVR's view i is snippet i, snippet mode's view i + 1).
 
 **Large batches on small GPUs (GradCache).** sentence-transformers' ``CachedMultiVectorMultipleNegativesRankingLoss``
 is GradCache for Eq. 6 (MVR's global loss; equal to ours at ``lambda_local=0``, tested) and the
@@ -45,8 +46,9 @@ from sentence_transformers import (
 from sentence_transformers.base.sampler import BatchSamplers
 from torch import nn
 
+from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.training.arguments import TrainingArguments
-from haystack_mvr.training.data_collator import MultiViewDataCollator
+from haystack_mvr.training.data_collator import ANSWER_VIEW, MultiViewDataCollator
 from haystack_mvr.training.losses import MultiViewAnswerViewLoss, MultiViewGlobalLocalLoss
 from haystack_mvr.training.plotting import plot_training_log, write_log
 from haystack_mvr.training.st_dataset import build_st_dataset
@@ -61,6 +63,7 @@ __all__ = [
     "build_training_arguments",
     "is_multi_vector_folder",
     "load_model",
+    "model_mode",
     "snippet_layout",
     "train_st",
 ]
@@ -76,8 +79,8 @@ _CHECKPOINTING = next(
 
 _TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
 
-#: modes that train through sentence-transformers today (mvr / camvr join when their viewer modules land)
-ST_MODES: tuple[str, ...] = ("snippet",)
+#: the modes that train through sentence-transformers (all of them)
+ST_MODES: tuple[str, ...] = ("mvr", "camvr", "snippet")
 
 
 def is_multi_vector_folder(path: str | Path) -> bool:
@@ -94,44 +97,91 @@ def snippet_layout(model: MultiVectorEncoder) -> tuple[int, int] | None:
     """
     ``(num_snippets, view of snippet 0)`` of a model with snippet views, ``None`` for one without.
 
-    Snippet mode (``SnippetViews``): ``(n, 1)``, view 0 pools the whole text. A module that declares
-    ``num_snippets`` and ``first_snippet_view`` (CAMVR's viewer modules, once they land) is read the same way.
+    Snippet mode (``SnippetViews``): ``(n, 1)``, view 0 pools the whole text. CAMVR (``ViewerTransformer``, which
+    declares ``num_snippets`` and ``first_snippet_view``): ``(n, 0)``, view i is the viewer of snippet i. MVR:
+    ``None``. An untied model is read through its ``Router``'s document route.
     """
-    last = list(model)[-1]
-    num_snippets = getattr(last, "num_snippets", None)
-    if num_snippets is None:
-        return None
-    return int(num_snippets), int(getattr(last, "first_snippet_view", 1))
+    from haystack_mvr.modeling.st_modules import document_modules
+
+    for module in reversed(document_modules(model)):
+        num_snippets = getattr(module, "num_snippets", None)
+        if num_snippets is not None:
+            return int(num_snippets), int(getattr(module, "first_snippet_view", 1))
+    return None
+
+
+def model_mode(model: MultiVectorEncoder) -> tuple[str | None, int | None]:
+    """``(mode, views)`` of a haystack-mvr ``MultiVectorEncoder`` (``(None, None)`` for any other)."""
+    from haystack_mvr.modeling.st_modules import SnippetViews, ViewerTransformer, document_modules
+
+    for module in document_modules(model):
+        if isinstance(module, ViewerTransformer):
+            return module.mode, module.num_views
+        if isinstance(module, SnippetViews):
+            return "snippet", module.num_snippets
+    return None, None
+
+
+def _from_multi_view_config(path: str, device: str) -> MultiVectorEncoder:
+    """A ``multi_view_config.json`` checkpoint (the project's old loop) as a ``MultiVectorEncoder``, same weights."""
+    import tempfile
+
+    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+    with tempfile.TemporaryDirectory(prefix="haystack-mvr-train-") as scratch:
+        save_multi_view_encoder(MultiViewEncoder.from_pretrained(path), scratch)
+        return MultiVectorEncoder(scratch, device=device, trust_remote_code=True)
 
 
 def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     """
-    The model to train: a saved ``MultiVectorEncoder`` folder, or a snippet-mode encoder over a
-    backbone (its own pooling, normalisation and max length; ``num_views`` snippets, default 8).
+    The model to train: a saved folder (a ``MultiVectorEncoder`` or a ``multi_view_config.json`` checkpoint; a
+    ``mode`` / ``num_views`` that differs from the saved one is refused), else a new encoder over the backbone:
+    MVR / CAMVR (``mode``, default mvr) through ``st_modules.viewer_encoder`` with the viewer options, snippet mode
+    through ``st_modules.snippet_encoder`` (the backbone's own pooling, normalisation and max length).
     """
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if is_multi_vector_folder(args.model):
-        model = MultiVectorEncoder(args.model, device=device, trust_remote_code=True)
-        layout = snippet_layout(model)
-        if args.num_views is not None and layout is not None and args.num_views != layout[0]:
-            msg = f"{args.model} has {layout[0]} snippets, not num_views={args.num_views}: leave num_views out."
-            raise ValueError(msg)
-    else:
-        if (args.mode or "snippet") not in ST_MODES:
-            msg = f"Mode {args.mode!r} has no sentence-transformers modules yet: haystack_mvr.training.train trains it."
-            raise ValueError(msg)
-        from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.modeling import st_modules
 
-        model = snippet_encoder(args.model, num_snippets=args.num_views or 8, device=device)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    saved = is_multi_vector_folder(args.model) or (Path(args.model) / CONFIG_NAME).is_file()
+    if saved:
+        if is_multi_vector_folder(args.model):
+            model = MultiVectorEncoder(args.model, device=device, trust_remote_code=True)
+        else:
+            model = _from_multi_view_config(args.model, device)
+        mode, views = model_mode(model)
+        for name, given, has in (("mode", args.mode, mode), ("num_views", args.num_views, views)):
+            if given is not None and has is not None and given != has:
+                msg = f"{args.model} has {name} {has!r}, not {given!r}: leave {name} out."
+                raise ValueError(msg)
+    elif (args.mode or "mvr") == "snippet":
+        model = st_modules.snippet_encoder(args.model, num_snippets=args.num_views or 8, device=device)
+    else:
+        defaults = MultiViewConfig()
+        model = st_modules.viewer_encoder(
+            args.model,
+            mode=args.mode or "mvr",
+            views=args.num_views or defaults.num_views,
+            viewer_position=defaults.viewer_position if args.viewer_position is None else args.viewer_position,
+            viewer_init=args.viewer_init or defaults.viewer_init,
+            query_max_length=args.query_max_length or defaults.query_max_length,
+            doc_max_length=args.doc_max_length or defaults.doc_max_length,
+            normalize=bool(args.normalize),
+            tied=args.tied is not False,
+            device=device,
+        )
     if args.normalize is not None:
-        list(model)[-1].normalize = args.normalize
+        for module in st_modules.view_modules(model):
+            module.normalize = args.normalize
     return model
 
 
 def build_loss(model: MultiVectorEncoder, args: TrainingArguments) -> nn.Module:
-    """``auto``: CAMVR's answer-view loss (Eq. 13) for a model with snippet views and camvr mode, MVR's global-local
-    loss (Eq. 5-7) otherwise; ``answer-view`` works on any model with snippet views (snippet mode included)."""
-    kind = args.loss if args.loss != "auto" else ("answer-view" if args.mode == "camvr" else "global-local")
+    """``auto``: CAMVR's answer-view loss (Eq. 13) for a camvr model, MVR's global-local loss (Eq. 5-7) otherwise;
+    ``answer-view`` works on any model with snippet views (camvr and snippet mode)."""
+    mode = args.mode or model_mode(model)[0]
+    kind = args.loss if args.loss != "auto" else ("answer-view" if mode == "camvr" else "global-local")
     temperature = args.temperature or 1.0
     if kind == "answer-view":
         if snippet_layout(model) is None:
@@ -215,6 +265,12 @@ def build_trainer(
     collator (it hands ``answer_view`` to the loss), the loss of :func:`build_loss` unless given, documents
     gathered across processes under DDP, and the annealed temperature unless ``args.temperature`` fixes it.
     """
+    from sentence_transformers.base.modules import Router
+
+    if any(isinstance(m, Router) for m in model.children()) and "router_mapping" not in overrides:
+        # an untied model: the query column goes through the query backbone, every other column the document one
+        columns = [c for c in getattr(train_dataset, "column_names", ()) if c != ANSWER_VIEW]
+        overrides["router_mapping"] = {c: "query" if i == 0 else "document" for i, c in enumerate(columns)}
     st_args = build_training_arguments(args, **overrides)
     loss = build_loss(model, args) if loss is None else loss
     if st_args.world_size > 1 and hasattr(loss, "gather_across_devices"):
@@ -238,17 +294,28 @@ def build_trainer(
     return trainer
 
 
+def _has_checkpoint(output_dir: str) -> bool:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return Path(output_dir).is_dir() and get_last_checkpoint(output_dir) is not None
+
+
 def train_st(args: TrainingArguments) -> Path:
     """
-    Train a snippet-mode (or any saved ``MultiVectorEncoder``) model through sentence-transformers and save it to
+    Train an MVR / CAMVR / snippet-mode model (or a saved one) through sentence-transformers and save it to
     ``args.output_dir`` (load with ``MultiVectorEncoder(output_dir, trust_remote_code=True)``). Under ``torchrun``
     every process calls this; transformers sets up and tears down the process group.
     """
     from haystack_mvr.training.api import load_examples
 
+    if args.resume_from == "latest" and not _has_checkpoint(args.output_dir):
+        msg = f"resume_from latest: {args.output_dir} has no checkpoint-* folder, so training cannot resume."
+        raise FileNotFoundError(msg)
     model = load_model(args)
     layout = snippet_layout(model)
-    if getattr(list(model)[-1], "normalize", False) and (args.temperature is None or args.temperature >= 0.2):
+    from haystack_mvr.modeling.st_modules import view_modules
+
+    if any(m.normalize for m in view_modules(model)) and (args.temperature is None or args.temperature >= 0.2):
         logger.warning(
             "This model L2-normalises its views (scores are cosines in [-1, 1]) and the temperature is at least 0.2 "
             "(MVR's Eq. 8 anneals 1 -> 0.3 for inner products): the contrastive signal will be weak. Train with "

@@ -234,7 +234,7 @@ def test_train_and_plug(tmp_path, data_dir, tiny_backbone, capsys):
     )
     out = capsys.readouterr().out
     assert "Trained checkpoint" in out and "matched view" in out
-    assert (tmp_path / "run" / "multi_view_config.json").exists()
+    assert (tmp_path / "run" / "modules.json").exists()  # a sentence-transformers MultiVectorEncoder folder
 
 
 def test_a_prompt_builder_can_quote_the_matched_snippets(data_dir, tiny_backbone):

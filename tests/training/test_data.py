@@ -8,7 +8,6 @@ import pytest
 from haystack_mvr.datasets.squad_mv import DEV_ARTICLES
 from haystack_mvr.training.data import (
     Passage,
-    TrainingDataset,
     TrainingExample,
     attach_negatives,
     load_beir,
@@ -186,16 +185,6 @@ def test_missing_files_and_unknown_format(tmp_path):
         load_squad_mv(tmp_path)
     with pytest.raises(ValueError, match="Unknown data format"):
         load_training_data("msmarco", tmp_path)
-
-
-def test_dataset_draws_negatives_reproducibly_per_epoch():
-    pool = tuple(Passage(f"n{i}", "", f"negative {i}") for i in range(20))
-    example = TrainingExample("q", "query", Passage("p", "", "positive"), hard_negatives=pool)
-    dataset = TrainingDataset([example], num_hard_negatives=2, seed=3)
-    first = dataset[(0, 0)].negatives
-    assert len(first) == 2 and first == dataset[(0, 0)].negatives
-    assert any(dataset[(0, e)].negatives != first for e in range(1, 5))
-    assert TrainingDataset([example], num_hard_negatives=50)[(0, 0)].negatives.__len__() == 20
 
 
 def test_attach_negatives_skips_positives_and_duplicates():
