@@ -213,15 +213,21 @@ def test_a_child_forked_during_a_save_waits_for_it_then_saves(tmp_path):
     assert _load_and_check(tmp_path) == 2
 
 
-def _sleep(seconds: float) -> None:
+def _sleep(seconds: float, started=None) -> None:
+    if started is not None:
+        started.set()
     time.sleep(seconds)
 
 
 def test_a_child_forked_by_a_reader_does_not_keep_its_version(tmp_path):
     old = _save(tmp_path, seed=1)
+    started = FORK.Event()
     with open_version(tmp_path):
-        child = FORK.Process(target=_sleep, args=(30,))  # forked while this thread holds the version's lock
+        child = FORK.Process(target=_sleep, args=(30, started))  # forked while this thread holds the version's lock
         child.start()
+    # The child closes its copy of the lock in its after-fork hook, before its target runs: on a loaded machine
+    # the parent could otherwise save before the child was ever scheduled.
+    assert started.wait(60)
     try:
         new = _save(tmp_path, seed=2)
         assert _entries(tmp_path) == [".lock", "CURRENT", new]  # the child's copy of the lock was closed
