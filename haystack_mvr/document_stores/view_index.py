@@ -465,7 +465,8 @@ class ViewIndex:
         if self._index is None:
             return np.zeros(0, dtype=np.int64)
         if isinstance(self._index, faiss.IndexIDMap):
-            return np.sort(faiss.vector_to_array(self._index.id_map).astype(np.int64))
+            labels = faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
+            return labels if len(labels) < 2 or bool((labels[1:] > labels[:-1]).all()) else np.sort(labels)
         invlists = faiss.extract_index_ivf(self._index).invlists
         parts = [
             faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
@@ -482,7 +483,7 @@ class ViewIndex:
         tombstones: np.ndarray,
     ) -> None:
         """Set every row at once from a saved copy (``held``: kept or staged rows, by key)."""
-        self._counts = dict(counts)
+        self._counts = counts if isinstance(counts, dict) else dict(counts)
         self._rows = sum(counts.values())
         self._tombstones = set(tombstones.tolist())
         self._selector_ok = None
