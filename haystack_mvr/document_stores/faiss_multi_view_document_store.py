@@ -559,9 +559,10 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
 def _stored_copy(
     doc: Document, meta: dict[str, Any], embedding: list[float] | None, score: float | None = None
 ) -> Document:
-    """``dataclasses.replace(doc, meta=meta, embedding=embedding, score=None)`` at a twentieth of its cost: a shallow
-    copy of the instance dict with the three fields set directly (``replace`` re-runs Document's ``__init__`` and
-    its field tracking, and ``copy.copy`` goes through ``__reduce_ex__``; both dominated writing a million views)."""
+    """``dataclasses.replace(doc, meta=meta, embedding=embedding, score=None)`` without its cost: a shallow copy of
+    the instance dict with the three fields set directly (``replace`` re-runs Document's ``__init__`` and its field
+    tracking, ``copy.copy`` goes through ``__reduce_ex__``: ~1 us per document instead of ~20 us under cProfile
+    when writing 10^6 views)."""
     stored = object.__new__(type(doc))
     fields = stored.__dict__
     fields.update(doc.__dict__)
