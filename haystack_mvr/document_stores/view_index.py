@@ -532,9 +532,9 @@ def _owned_rows(views: list[np.ndarray], counts: np.ndarray) -> list[np.ndarray]
 
 
 def first_non_finite(matrices: list[np.ndarray]) -> int | None:
-    """The position of the first matrix holding a NaN or an infinity, or ``None``: groups of matrices are summed
-    (a NaN or an infinity always makes the sum non-finite), and only a group whose sum is not finite is checked
-    matrix by matrix (the sum of finite values can overflow)."""
+    """The position of the first matrix holding a NaN or an infinity, or ``None``: each matrix is summed (a NaN or
+    an infinity always makes the sum non-finite; no boolean array is allocated), and only a group of 256 with a
+    non-finite sum is checked value by value (the sum of finite values can overflow)."""
     step = 256
     for lo in range(0, len(matrices), step):
         group = matrices[lo : lo + step]
