@@ -201,7 +201,23 @@ def _save_filtered(args, views: int, n_docs: int, rows: list[dict], factories: l
     ]
     if missing:
         lines.append(f"Not measured (the run was stopped before them): {', '.join(f'`{m}`' for m in missing)}.")
-    save("filtered", {"views": views, "rows": rows, "exactly_top_k": ok, "not_measured": missing}, lines)
+    result = {"views": views, "rows": rows, "exactly_top_k": ok, "not_measured": missing}
+    save(getattr(args, "filtered_name", "filtered"), result, lines)
+
+
+def part_filtered_merge(args) -> None:
+    """One ``store_filtered`` table from the rows of ``store_filtered.json`` and ``store_filtered_part2.json`` (index
+    types measured by a second process beside the first, same sizes and settings), in README order."""
+    parts = [json.loads((RESULTS / f"store_{n}.json").read_text()) for n in ("filtered", "filtered_part2")]
+    if len({p["views"] for p in parts}) != 1:
+        raise SystemExit("the two runs measured different sizes")
+    rows = [r for p in parts for r in p["rows"]]
+    by_index: dict[str, list[dict]] = {}
+    for r in rows:
+        by_index.setdefault(r["index"], []).append(r)
+    merged = [r for f in FILTERED_FACTORIES if f in by_index for r in by_index[f][:3]]
+    views = parts[0]["views"]
+    _save_filtered(args, views, views // K, merged, list(FILTERED_FACTORIES))
 
 
 def _bucket_filter(below: int) -> dict:
@@ -520,6 +536,7 @@ def main() -> None:
     parser.add_argument("--build-threads", type=int, default=2)
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--indexes", nargs="+", default=None, help="filtered: only these index factories")
+    parser.add_argument("--filtered-name", default="filtered", help="filtered: results file store_<name>")
     args = parser.parse_args()
     faiss.omp_set_num_threads(1)
     try:
