@@ -124,7 +124,10 @@ def part_filtered(args) -> None:
     for factory, params in factories.items():
         log(f"filtered: building {factory}")
         t = time.perf_counter()
-        store = build(factory, vectors, search_parameters=params, keep_vectors=False, train_size=args.train_size)
+        threads = {"search_threads": 1} if args.build_threads == 1 else {}  # 1: training and writes on 1 thread too
+        store = build(
+            factory, vectors, search_parameters=params, keep_vectors=False, train_size=args.train_size, **threads
+        )
         build_s = time.perf_counter() - t
         store.search(queries[0], top_k=10)
         for share, b in shares.items():
