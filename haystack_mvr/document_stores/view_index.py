@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import math
 import os
 from collections.abc import Iterator
 
@@ -18,7 +20,16 @@ VIEW_BITS = 12
 MAX_VIEWS = 1 << VIEW_BITS  # views per document: a row's label is (document key << 12) | view
 _VIEW_MASK = MAX_VIEWS - 1
 _CHUNK_ROWS = 65536  # rows added to FAISS per call: bounds the float32 rows held at once while building
+_ADD_ROWS = 2048  # rows copied into the reused buffer per FAISS add: ~3 MiB at d=384, still in cache when added
 _COMPACT_FRACTION = 0.25  # HNSW cannot remove rows: it is rebuilt once tombstones pass this share of its rows
+
+
+class NonFiniteViews(ValueError):
+    """A document's views hold a NaN or an infinity; ``position`` is its place in the keys given to ``add``."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(f"The views of document {position} of the batch contain NaN or infinite values.")
+        self.position = position
 
 
 def labels_of(key: int, views: int) -> np.ndarray:
@@ -147,41 +158,78 @@ class ViewIndex:
 
     # ------------------------------------------------------------------------------------------ writes
     def add(self, keys: list[int], views: list[np.ndarray]) -> None:
-        """Add the rows of new document keys (each key once, never already present)."""
-        for v in views:
-            if len(v) > MAX_VIEWS:
-                msg = f"A document can have at most {MAX_VIEWS} views, got {len(v)}."
-                raise ValueError(msg)
+        """Add the rows of new document keys (each key once, never already present).
+
+        ``views`` are ``(k, d)`` float32 matrices, possibly the caller's own: rows held beside the index (staged or
+        kept) are copied first, so nothing the caller changes later reaches the store. Their finiteness is checked
+        here, in the pass that copies them anyway: a NaN or infinite value raises :class:`NonFiniteViews` naming
+        the document's position, with nothing of the call left behind (rows already added to the index are removed
+        again; an HNSW graph, which cannot remove rows, is checked before anything is added).
+        """
+        if not keys:
+            return
+        counts = np.fromiter(map(len, views), dtype=np.int64, count=len(views))
+        if int(counts.max()) > MAX_VIEWS:
+            msg = f"A document can have at most {MAX_VIEWS} views, got {int(counts.max())}."
+            raise ValueError(msg)
         self._generation += 1
-        for key, v in zip(keys, views, strict=True):
-            self._counts[key] = len(v)
-            self._rows += len(v)
-            if self.keeps_rows:
-                self._kept[key] = v
+        held = self.keeps_rows or self._index is None
+        if held:
+            views = _owned_rows(views, counts)  # raises before anything changes
+        elif self._hnsw:
+            bad = first_non_finite(views)
+            if bad is not None:
+                raise NonFiniteViews(bad)
+        if self._index is not None:
+            self._add_to_index(keys, views, counts, checked=held or self._hnsw)
+        self._counts.update(zip(keys, counts.tolist(), strict=True))
+        self._rows += int(counts.sum())
+        if self.keeps_rows:
+            self._kept.update(zip(keys, views, strict=True))
         if self._index is None:
-            for key, v in zip(keys, views, strict=True):
-                self._staging[key] = v
-                self._staged_rows += len(v)
+            self._staging.update(zip(keys, views, strict=True))
+            self._staged_rows += int(counts.sum())
             if self._staged_rows >= self.train_size:
                 self._train()
-            return
-        self._add_to_index(keys, views)
 
-    def _add_to_index(self, keys: list[int], views: list[np.ndarray]) -> None:
-        start = 0
-        while start < len(keys):  # chunks of about _CHUNK_ROWS rows: one float32 chunk at a time
-            end, rows = start, 0
-            while end < len(keys) and (rows == 0 or rows + len(views[end]) <= _CHUNK_ROWS):
-                rows += len(views[end])
-                end += 1
-            matrix = views[start] if end - start == 1 else np.concatenate(views[start:end])
-            counts = np.fromiter((len(v) for v in views[start:end]), dtype=np.int64, count=end - start)
-            firsts = np.repeat(np.cumsum(counts) - counts, counts)
-            labels = (np.repeat(np.asarray(keys[start:end], dtype=np.int64), counts) << VIEW_BITS) | (
-                np.arange(len(matrix), dtype=np.int64) - firsts
-            )
-            self._index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), labels)
-            start = end
+    def _add_to_index(
+        self, keys: list[int], views: list[np.ndarray], counts: np.ndarray | None = None, checked: bool = True
+    ) -> None:
+        """Add rows to the FAISS index in chunks copied into one small reused buffer (each chunk is still in the CPU
+        cache when FAISS copies it, and when an unchecked chunk is summed for the finiteness check)."""
+        if counts is None:
+            counts = np.fromiter(map(len, views), dtype=np.int64, count=len(views))
+        ends = np.cumsum(counts)
+        total = int(ends[-1])
+        labels = (np.repeat(np.asarray(keys, dtype=np.int64), counts) << VIEW_BITS) | (
+            np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
+        )
+        # document boundaries of chunks of about _ADD_ROWS rows (a chunk holds at least one document)
+        cuts = np.unique(np.searchsorted(ends, np.arange(_ADD_ROWS, total, _ADD_ROWS), side="left") + 1)
+        bounds = [0, *cuts[cuts < len(keys)].tolist(), len(keys)]
+        row_at = [0, *ends.tolist()]
+        buffer = np.empty((min(total, _ADD_ROWS + int(counts.max())), self.dim), dtype=np.float32)
+        _reserve(self._index, total)
+        for first, last in itertools.pairwise(bounds):
+            lo, hi = row_at[first], row_at[last]
+            if last - first == 1:
+                matrix = np.ascontiguousarray(views[first], dtype=np.float32)
+            else:
+                matrix = np.concatenate(views[first:last], out=buffer[: hi - lo])
+            if not checked and not math.isfinite(float(np.add.reduce(matrix, axis=None))):
+                bad = first_non_finite(views[first:last])
+                if bad is not None:  # else the sum overflowed: every value is finite
+                    self._remove_labels(labels[:lo])
+                    raise NonFiniteViews(first + bad)
+            self._index.add_with_ids(matrix, labels[lo:hi])
+
+    def _remove_labels(self, labels: np.ndarray) -> None:
+        if not len(labels):
+            return
+        if self._ivf:
+            self._index.remove_ids(faiss.IDSelectorArray(labels))
+        else:
+            self._index.remove_ids(faiss.IDSelectorBatch(labels))
 
     def _add_rows(self, labels: np.ndarray, vectors: np.ndarray) -> None:
         for lo in range(0, len(labels), _CHUNK_ROWS):
@@ -436,10 +484,12 @@ class ViewIndex:
     # ---------------------------------------------------------------------------------------- building
     def _new_base(self) -> faiss.Index:
         try:
-            return faiss.index_factory(self.dim, self.index_factory, faiss.METRIC_INNER_PRODUCT)
+            base = faiss.index_factory(self.dim, self.index_factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
             msg = f"FAISS cannot build index_factory={self.index_factory!r} for dimension {self.dim}: {e}"
             raise ValueError(msg) from e
+        _skip_polysemous_training(base)
+        return base
 
     def _wrap(self, base: faiss.Index) -> faiss.Index:
         """Give ``base`` stable labels: IVF's own ids with a hashtable direct map, else an IndexIDMap2."""
@@ -474,7 +524,8 @@ class ViewIndex:
         if self._index is None:
             return np.zeros(0, dtype=np.int64)
         if isinstance(self._index, faiss.IndexIDMap):
-            return np.sort(faiss.vector_to_array(self._index.id_map).astype(np.int64))
+            labels = faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
+            return labels if len(labels) < 2 or bool((labels[1:] > labels[:-1]).all()) else np.sort(labels)
         invlists = faiss.extract_index_ivf(self._index).invlists
         parts = [
             faiss.rev_swig_ptr(invlists.get_ids(i), invlists.list_size(i)).copy()
@@ -491,7 +542,7 @@ class ViewIndex:
         tombstones: np.ndarray,
     ) -> None:
         """Set every row at once from a saved copy (``held``: kept or staged rows, by key)."""
-        self._counts = dict(counts)
+        self._counts = counts if isinstance(counts, dict) else dict(counts)
         self._rows = sum(counts.values())
         self._tombstones = set(tombstones.tolist())
         self._selector_ok = None
@@ -517,6 +568,63 @@ class ViewIndex:
     @property
     def tombstones(self) -> np.ndarray:
         return np.sort(np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones)))
+
+
+def _owned_rows(views: list[np.ndarray], counts: np.ndarray) -> list[np.ndarray]:
+    """Copies of ``views`` the store owns (one float32 matrix per chunk of rows, each document a slice of it),
+    checked to be finite; :class:`NonFiniteViews` otherwise."""
+    out: list[np.ndarray] = []
+    start = 0
+    while start < len(views):
+        end, rows = start, 0
+        while end < len(views) and (rows == 0 or rows + len(views[end]) <= _CHUNK_ROWS):
+            rows += len(views[end])
+            end += 1
+        block = np.concatenate(views[start:end]).astype(np.float32, copy=False)  # always a new array
+        if not math.isfinite(float(np.add.reduce(block, axis=None))):
+            bad = first_non_finite(views[start:end])
+            if bad is not None:
+                raise NonFiniteViews(start + bad)
+        offsets = np.concatenate([[0], np.cumsum(counts[start:end])]).tolist()
+        out.extend(block[offsets[i] : offsets[i + 1]] for i in range(end - start))
+        start = end
+    return out
+
+
+def first_non_finite(matrices: list[np.ndarray]) -> int | None:
+    """The position of the first matrix holding a NaN or an infinity, or ``None``: each matrix is summed (a NaN or
+    an infinity always makes the sum non-finite; no boolean array is allocated), and only a group of 256 with a
+    non-finite sum is checked value by value (the sum of finite values can overflow)."""
+    step = 256
+    for lo in range(0, len(matrices), step):
+        group = matrices[lo : lo + step]
+        if all(math.isfinite(float(np.add.reduce(m, axis=None))) for m in group):
+            continue
+        for i, m in enumerate(group):
+            if not np.isfinite(m).all():
+                return lo + i
+    return None
+
+
+def _reserve(index: faiss.Index, rows: int) -> None:
+    """Grow an IndexIDMap over a flat-code index (Flat, PQ, SQ) to hold ``rows`` more rows in one allocation.
+
+    FAISS grows its ``std::vector`` storage by doubling: adding a million rows chunk by chunk reallocated and
+    copied the whole index about twenty times (and faulted in ~2x its memory). Resizing up then back down keeps
+    the capacity, exactly like ``std::vector::reserve``; nothing else changes.
+    """
+    if not isinstance(index, faiss.IndexIDMap):
+        return
+    base = faiss.downcast_index(index.index)
+    if not isinstance(base, faiss.IndexFlatCodes) or not base.codes.is_owned:
+        return
+    n = int(base.ntotal)
+    codes = base.codes
+    used = n * int(base.code_size)
+    codes.resize(used + rows * int(base.code_size))
+    codes.resize(used)
+    index.id_map.resize(n + rows)
+    index.id_map.resize(n)
 
 
 def _flat_top_k(queries: np.ndarray, k: int, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -576,6 +684,21 @@ def _centroids(base: faiss.Index) -> int:
     if pq is not None:
         centroids = max(centroids, pq.ksub)
     return centroids
+
+
+def _skip_polysemous_training(base: faiss.Index) -> None:
+    """
+    Turn off the polysemous training ``index_factory`` gives a flat PQ (as if ``PQ48np`` had been asked for).
+
+    It only relabels the centroids for Hamming-distance search, which the store never uses (it ranks by asymmetric
+    distances, identical either way), and it dominated training: PQ48 on 16,384 rows took 567 s with it, 8 s
+    without (benchmarks/results/store_streaming_build.md).
+    """
+    index = faiss.downcast_index(base)
+    if isinstance(index, faiss.IndexPreTransform):
+        index = faiss.downcast_index(index.index)
+    if isinstance(index, faiss.IndexPQ):
+        index.do_polysemous_training = False
 
 
 def _default_train_size(centroids: int) -> int:

@@ -255,3 +255,92 @@ def test_filtered_search_returns_top_k_on_every_index(factory, params, through_f
         exact = sorted(matching, key=lambda i: -float(np.max(views[i] @ q)))[:5]
         if not through_faiss or factory in {"IVF16,Flat"}:
             assert [h.id for h in hits] == [f"d{i}" for i in exact]
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF4,Flat", "PQ4"])
+def test_non_finite_numpy_views_late_in_a_large_batch_leave_nothing_behind(factory):
+    # float32 numpy views are checked in the pass that adds them: a NaN after several added chunks is rolled back
+    rng = np.random.default_rng(0)
+    store = FaissMultiViewDocumentStore(index_factory=factory, train_size=1024)
+    first = [Document(id=f"a{i}", meta={VIEWS_KEY: rng.random((4, 8), dtype=np.float32)}) for i in range(300)]
+    store.write_documents(first)
+    rows_before = store._views.faiss_index.ntotal if store._views.faiss_index is not None else 0
+    batch = [Document(id=f"b{i}", meta={VIEWS_KEY: rng.random((4, 8), dtype=np.float32)}) for i in range(3000)]
+    batch[2900].meta[VIEWS_KEY][1, 3] = np.inf
+    with pytest.raises(ValueError, match=r"'b2900'.*NaN or infinite"):
+        store.write_documents(batch)
+    assert store.count_documents() == 300 and store._views.ntotal == 1200
+    index = store._views.faiss_index  # rows added before the NaN were removed again (HNSW: checked before adding)
+    assert (index.ntotal if index is not None else 0) == rows_before
+    hits = store.search(first[7].meta[VIEWS_KEY][0], top_k=300)
+    assert {h.id for h in hits} == {d.id for d in first}
+    batch[2900].meta[VIEWS_KEY][1, 3] = 0.5
+    assert store.write_documents(batch) == 3000 and store._views.ntotal == 13200
+
+
+def test_non_finite_views_of_a_skipped_duplicate_are_refused():
+    store = FaissMultiViewDocumentStore()
+    store.write_documents([Document(id="x", meta={VIEWS_KEY: np.ones((2, 3), dtype=np.float32)})])
+    bad = np.array([[np.nan, 1, 1]], dtype=np.float32)
+    with pytest.raises(ValueError, match=r"'x'.*NaN"):
+        store.write_documents([Document(id="x", meta={VIEWS_KEY: bad})], policy=DuplicatePolicy.SKIP)
+    with pytest.raises(ValueError, match=r"'y'.*NaN"):  # replaced by a later copy in the same batch
+        store.write_documents(
+            [
+                Document(id="y", meta={VIEWS_KEY: bad}),
+                Document(id="y", meta={VIEWS_KEY: np.ones((1, 3), dtype=np.float32)}),
+            ],
+            policy=DuplicatePolicy.OVERWRITE,
+        )
+    assert store.count_documents() == 1
+
+
+@pytest.mark.parametrize("factory", ["PQ4", "IVF4,Flat"])
+def test_rows_held_beside_the_index_are_the_stores_own_copies(factory):
+    views = np.random.default_rng(1).random((8, 8), dtype=np.float32)
+    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=True, train_size=100_000)
+    store.write_documents([Document(id="d", meta={VIEWS_KEY: views})])  # staged (untrained) and, for PQ, kept
+    expected = views.copy()
+    views[:] = 0.0  # the caller reuses its array
+    np.testing.assert_array_equal(store._views.views_of(store._key_of["d"]), expected)
+
+
+def test_large_batches_leave_the_garbage_collector_as_they_found_it():
+    import gc
+
+    docs = [Document(id=str(i), meta={VIEWS_KEY: np.ones((1, 2), dtype=np.float32)}) for i in range(10_001)]
+    store = FaissMultiViewDocumentStore()
+    store.write_documents(docs)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        store.write_documents([Document(id=f"n{d.id}", meta=d.meta) for d in docs])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("factory", ["PQ4", "OPQ4,PQ4"])
+def test_pq_skips_polysemous_training_and_ranks_the_same(factory):
+    """index_factory's polysemous training only relabels PQ centroids for Hamming search, which the store never
+    uses; the store turns it off, and the ranking by asymmetric distances is the same as with it."""
+    import faiss
+
+    rng = np.random.default_rng(0)
+    views = rng.standard_normal((300, 2, 8)).astype(np.float32)
+    store = FaissMultiViewDocumentStore(embedding_dim=8, index_factory=factory, keep_vectors=False, train_size=600)
+    store.write_documents([Document(id=str(i), meta={VIEWS_KEY: v}) for i, v in enumerate(views)])
+    query = rng.standard_normal(8).astype(np.float32)
+    ours = [d.id for d in store.search(query.tolist(), top_k=10)]
+
+    index = faiss.downcast_index(store._views._index)  # the id map around the PQ (or OPQ + PQ)
+    inner = faiss.downcast_index(index.index)
+    pq = faiss.downcast_index(inner.index) if isinstance(inner, faiss.IndexPreTransform) else inner
+    assert isinstance(pq, faiss.IndexPQ) and not pq.do_polysemous_training
+
+    reference = faiss.index_factory(8, factory, faiss.METRIC_INNER_PRODUCT)  # polysemous training on
+    rows = views.reshape(-1, 8)
+    reference.train(rows)
+    scores = reference.sa_decode(reference.sa_encode(rows)) @ query  # the same codes ranked by reconstruction
+    best = scores.reshape(300, 2).max(axis=1)
+    assert ours == [str(i) for i in np.argsort(-best)[:10]]
