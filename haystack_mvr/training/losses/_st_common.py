@@ -104,3 +104,51 @@ class ViewStats:
             record["answer_view_agreement"] = round(float(answer[1] / answer[0]), 4)
         self.reset()
         return record
+
+
+class MultiViewLoss(nn.Module):
+    """
+    What the sentence-transformers forms of the multi-view losses share: the model, the tensor loss they call
+    (``tensor_loss.lambda_local``), the annealed ``temperature`` attribute, the batch options and the view statistics.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tensor_loss: nn.Module,
+        *,
+        temperature: float,
+        mini_batch_size: int | None,
+        gather_across_devices: bool,
+    ) -> None:
+        super().__init__()
+        if not temperature > 0:
+            msg = f"temperature must be positive, got {temperature}."
+            raise ValueError(msg)
+        self.model = model
+        self.loss = tensor_loss
+        self.temperature = temperature
+        self.mini_batch_size = mini_batch_size
+        self.gather_across_devices = gather_across_devices
+        self.view_stats = ViewStats()
+
+    @property
+    def lambda_local(self) -> float:
+        return self.loss.lambda_local
+
+    def embed(self, sentence_features: Iterable[dict[str, Any]]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The batch's query vectors, document views, view mask and each query's positive (``embed_views``)."""
+        return embed_views(
+            self.model,
+            sentence_features,
+            mini_batch_size=self.mini_batch_size,
+            gather_across_devices=self.gather_across_devices,
+        )
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "lambda_local": self.lambda_local,
+            "temperature": self.temperature,
+            "mini_batch_size": self.mini_batch_size,
+            "gather_across_devices": self.gather_across_devices,
+        }

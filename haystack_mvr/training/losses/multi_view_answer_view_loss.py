@@ -8,11 +8,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from haystack_mvr.training.losses._st_common import ViewStats, embed_views
+from haystack_mvr.training.losses._st_common import MultiViewLoss
 from haystack_mvr.training.losses.answer_view_loss import AnswerViewLoss
 
 
-class MultiViewAnswerViewLoss(nn.Module):
+class MultiViewAnswerViewLoss(MultiViewLoss):
     r"""
     CAMVR Eq. 13 (:class:`AnswerViewLoss`) on a ``MultiVectorEncoder`` batch: the positive is scored by the view of
     the snippet holding the answer, every other document of the batch by its best view.
@@ -44,20 +44,13 @@ class MultiViewAnswerViewLoss(nn.Module):
         mini_batch_size: int | None = None,
         gather_across_devices: bool = False,
     ) -> None:
-        super().__init__()
-        if not temperature > 0:
-            msg = f"temperature must be positive, got {temperature}."
-            raise ValueError(msg)
-        self.model = model
-        self.loss = AnswerViewLoss(lambda_local=lambda_local)
-        self.temperature = temperature
-        self.mini_batch_size = mini_batch_size
-        self.gather_across_devices = gather_across_devices
-        self.view_stats = ViewStats()
-
-    @property
-    def lambda_local(self) -> float:
-        return self.loss.lambda_local
+        super().__init__(
+            model,
+            AnswerViewLoss(lambda_local=lambda_local),
+            temperature=temperature,
+            mini_batch_size=mini_batch_size,
+            gather_across_devices=gather_across_devices,
+        )
 
     def forward(self, sentence_features: Iterable[dict[str, Any]], labels: Tensor | None = None) -> dict[str, Tensor]:
         """
@@ -72,12 +65,7 @@ class MultiViewAnswerViewLoss(nn.Module):
                 "haystack_mvr.training.MultiViewDataCollator (or name the column 'label')."
             )
             raise ValueError(msg)
-        query, doc_views, view_mask, positive_index = embed_views(
-            self.model,
-            sentence_features,
-            mini_batch_size=self.mini_batch_size,
-            gather_across_devices=self.gather_across_devices,
-        )
+        query, doc_views, view_mask, positive_index = self.embed(sentence_features)
         answer_view = labels.to(device=query.device, dtype=torch.long).reshape(-1)
         if bool((answer_view >= doc_views.shape[1]).any()):
             msg = f"answer_view must be below the model's {doc_views.shape[1]} views, got {answer_view.tolist()}."
@@ -90,11 +78,3 @@ class MultiViewAnswerViewLoss(nn.Module):
         )
         self.view_stats.add(winning_view, doc_views.shape[1], answer_view)
         return {"answer_view_loss": loss, "local_loss": self.lambda_local * local_loss}
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {
-            "lambda_local": self.lambda_local,
-            "temperature": self.temperature,
-            "mini_batch_size": self.mini_batch_size,
-            "gather_across_devices": self.gather_across_devices,
-        }

@@ -7,11 +7,11 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from haystack_mvr.training.losses._st_common import ViewStats, embed_views
+from haystack_mvr.training.losses._st_common import MultiViewLoss
 from haystack_mvr.training.losses.global_local_loss import GlobalLocalLoss
 
 
-class MultiViewGlobalLocalLoss(nn.Module):
+class MultiViewGlobalLocalLoss(MultiViewLoss):
     r"""
     MVR Eq. 5: ``L_global + lambda_local * L_local`` (:class:`GlobalLocalLoss`) on a ``MultiVectorEncoder`` batch.
 
@@ -56,20 +56,13 @@ class MultiViewGlobalLocalLoss(nn.Module):
         mini_batch_size: int | None = None,
         gather_across_devices: bool = False,
     ) -> None:
-        super().__init__()
-        if not temperature > 0:
-            msg = f"temperature must be positive, got {temperature}."
-            raise ValueError(msg)
-        self.model = model
-        self.loss = GlobalLocalLoss(lambda_local=lambda_local)
-        self.temperature = temperature
-        self.mini_batch_size = mini_batch_size
-        self.gather_across_devices = gather_across_devices
-        self.view_stats = ViewStats()
-
-    @property
-    def lambda_local(self) -> float:
-        return self.loss.lambda_local
+        super().__init__(
+            model,
+            GlobalLocalLoss(lambda_local=lambda_local),
+            temperature=temperature,
+            mini_batch_size=mini_batch_size,
+            gather_across_devices=gather_across_devices,
+        )
 
     def forward(self, sentence_features: Iterable[dict[str, Any]], labels: Tensor | None = None) -> dict[str, Tensor]:
         """
@@ -77,25 +70,12 @@ class MultiViewGlobalLocalLoss(nn.Module):
         :param labels: Unused (a label or ``answer_view`` column is ignored by this loss).
         :returns: ``{"global_loss": ..., "local_loss": ...}``, scalars whose sum is Eq. 5.
         """
-        query, doc_views, view_mask, positive_index = embed_views(
-            self.model,
-            sentence_features,
-            mini_batch_size=self.mini_batch_size,
-            gather_across_devices=self.gather_across_devices,
-        )
+        query, doc_views, view_mask, positive_index = self.embed(sentence_features)
         global_loss, local_loss, winning_view = self.loss.parts(
             query, doc_views, view_mask, positive_index, self.temperature
         )
         self.view_stats.add(winning_view, doc_views.shape[1])
         return {"global_loss": global_loss, "local_loss": self.lambda_local * local_loss}
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {
-            "lambda_local": self.lambda_local,
-            "temperature": self.temperature,
-            "mini_batch_size": self.mini_batch_size,
-            "gather_across_devices": self.gather_across_devices,
-        }
 
     @property
     def citation(self) -> str:
