@@ -118,14 +118,16 @@ def encode(args: argparse.Namespace) -> None:
         )
 
 
-def load_chunks(cache: Path, docs: list[Document], chunk_size: int) -> tuple[list[np.ndarray], list, float]:
-    """Per document its views and spans, in tier order; and the encoding seconds summed over chunks."""
+def load_chunks(cache: Path, docs: list[Document], chunk_size: int) -> tuple[list[np.ndarray], list, dict]:
+    """Per document its views and spans, in tier order; and how the chunks were encoded (seconds summed, torch
+    threads, sentence splitters)."""
     n_chunks = -(-len(docs) // chunk_size)
     missing = [i for i in range(n_chunks) if not chunk_path(cache, i).exists()]
     if missing:
         msg = f"{len(missing)} of {n_chunks} chunks are not encoded yet (first: {missing[:5]}); run encode first."
         raise SystemExit(msg)
-    views, spans, seconds = [], [], 0.0
+    views, spans = [], []
+    encoding = {"seconds": 0.0, "threads": set(), "splitters": set()}
     for i in range(n_chunks):
         with np.load(chunk_path(cache, i)) as z:
             ids = z["ids"].tolist()
@@ -138,8 +140,10 @@ def load_chunks(cache: Path, docs: list[Document], chunk_size: int) -> tuple[lis
             for a, b in itertools.pairwise(offsets):
                 views.append(all_views[a:b])
                 spans.append([None if s[0] < 0 else [int(s[0]), int(s[1])] for s in all_spans[a:b]])
-            seconds += float(z["seconds"])
-    return views, spans, seconds
+            encoding["seconds"] += float(z["seconds"])
+            encoding["threads"].add(int(z["threads"]))
+            encoding["splitters"].add(str(z["splitter"]))
+    return views, spans, encoding
 
 
 class Bm25sIndex:
@@ -196,7 +200,8 @@ def evaluate(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     docs, questions = tier_and_questions(args)
-    views, spans, encode_seconds = load_chunks(args.cache_dir, docs, args.chunk_size)
+    views, spans, encoding = load_chunks(args.cache_dir, docs, args.chunk_size)
+    encode_seconds = encoding["seconds"]
     n_views = sum(len(v) for v in views)
     print(f"{TIER}: {len(docs)} documents, {n_views} views, {len(questions)} dev questions", flush=True)
 
@@ -281,8 +286,6 @@ def evaluate(args: argparse.Namespace) -> None:
                 measure(f"{name} [{label}]", query, inputs, "retriever", encode_seconds, **info)
                 del compressed, query
 
-    chunk_threads = {int(np.load(p)["threads"]) for p in args.cache_dir.glob("chunk-*.npz")}
-    splitters = {str(np.load(p)["splitter"]) for p in args.cache_dir.glob("chunk-*.npz")}
     payload = {
         "tier": TIER,
         "documents": len(docs),
@@ -292,9 +295,9 @@ def evaluate(args: argparse.Namespace) -> None:
         "machine": machine,
         "encoding": (
             f"CPU background run: {encode_seconds / 3600:.2f} h summed over {args.chunk_size}-document chunks "
-            f"(torch threads per worker: {sorted(chunk_threads)}), machine shared with other jobs"
+            f"(torch threads per worker: {sorted(encoding['threads'])}), machine shared with other jobs"
         ),
-        "sentence_splitter": sorted(splitters),
+        "sentence_splitter": sorted(encoding["splitters"]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "checks": checks,
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
