@@ -70,7 +70,7 @@ def encode(args: argparse.Namespace) -> None:
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
     from haystack_mvr.modeling.sentence_splitting import splitter_name
-    from haystack_mvr.views import SPANS_KEY, VIEWS_KEY
+    from haystack_mvr.views import SPANS_KEY, document_views
 
     torch.set_num_threads(args.threads)
     docs, _ = tier_and_questions(args)
@@ -89,13 +89,14 @@ def encode(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         embedded = embedder.run(part)["documents"]
         seconds = time.perf_counter() - start
-        counts = np.array([len(d.meta[VIEWS_KEY]) for d in embedded], dtype=np.int32)
-        views = np.concatenate([np.asarray(d.meta[VIEWS_KEY], dtype=np.float32) for d in embedded])
+        matrices = [document_views(d) for d in embedded]
+        counts = np.array([len(m) for m in matrices], dtype=np.int32)
+        views = np.concatenate(matrices)
         spans = np.array(
             [
                 (-1, -1) if s is None else tuple(s)
-                for d in embedded
-                for s in (d.meta.get(SPANS_KEY) or [None] * len(d.meta[VIEWS_KEY]))
+                for d, m in zip(embedded, matrices, strict=True)
+                for s in (d.meta.get(SPANS_KEY) or [None] * len(m))
             ],
             dtype=np.int32,
         )

@@ -29,7 +29,7 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking
 from haystack_mvr.evaluation.report import markdown_table
 from haystack_mvr.modeling.sentence_splitting import splitter_name
-from haystack_mvr.views import VIEWS_KEY
+from haystack_mvr.views import document_views
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
@@ -53,7 +53,7 @@ def encode_once(model_path: str, docs: list[Document], questions, batch_size: in
     start = time.perf_counter()
     embedded = embedder.run(docs)["documents"]
     index_seconds = time.perf_counter() - start
-    global_views = np.array([d.meta[VIEWS_KEY][0] for d in embedded], dtype=np.float32)
+    global_views = np.array([document_views(d)[0] for d in embedded], dtype=np.float32)
 
     st = SentenceTransformer(model_path, device="cpu", local_files_only=True)
     sample = list(range(0, len(docs), max(1, len(docs) // SAMPLE)))[:SAMPLE]
@@ -75,7 +75,7 @@ def encode_once(model_path: str, docs: list[Document], questions, batch_size: in
         "single": RankedResults(list(questions), [[docs[j] for j in row] for row in top]),
         "snippet": RankedResults(list(questions), snippet_ranked),
         "index_seconds": index_seconds,
-        "views_per_document": float(np.mean([len(d.meta[VIEWS_KEY]) for d in embedded])),
+        "views_per_document": float(np.mean([len(document_views(d)) for d in embedded])),
         "checks": {
             "min_cosine_global_view_vs_st_encode": cosine(global_views[sample], st_docs),
             "min_cosine_query_vs_st_encode": cosine(mv_queries, st_queries),

@@ -32,7 +32,7 @@ import numpy as np
 from haystack import Document
 
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
-from haystack_mvr.views import SPANS_KEY, VIEWS_KEY, attach_views
+from haystack_mvr.views import SPANS_KEY, attach_views, document_views
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
@@ -72,7 +72,7 @@ def encode(passages, questions, model: str, cache: Path, batch_size: int) -> tup
         text_embedder.encoder.encode_queries([q.question for q in questions], batch_size=batch_size), dtype=np.float32
     )
     print(f"encoded {len(docs)} documents and {len(questions)} questions in {time.perf_counter() - start:.0f} s")
-    matrices = [np.asarray(d.meta[VIEWS_KEY], dtype=np.float32) for d in encoded]
+    matrices = [document_views(d) for d in encoded]
     stops = np.cumsum([m.shape[0] for m in matrices]).tolist()
     index = {
         "ids": [d.id for d in docs],
@@ -100,7 +100,7 @@ def compare(docs: list[Document], questions, queries: np.ndarray, args: argparse
         start = time.perf_counter()
         store.write_documents(docs)
         write_seconds[name] = round(time.perf_counter() - start, 2)
-    n_views = sum(len(d.meta[VIEWS_KEY]) for d in docs)
+    n_views = sum(len(document_views(d)) for d in docs)
     print(f"{len(docs)} documents, {n_views} views, d={queries.shape[1]}; write seconds {write_seconds}")
 
     # Rankings (top-100) and latency (top-10, the retriever's default), interleaved query by query.
@@ -204,7 +204,7 @@ def edge_recall(docs: list[Document], queries: np.ndarray, faiss_ranked, efs: li
         )
         shard = qe.EdgeShard.create(folder, config)
         ids = [d.id for d in docs]
-        points = [qe.Point(id=i, vector={"mvr_views": d.meta[VIEWS_KEY]}) for i, d in enumerate(docs)]
+        points = [qe.Point(id=i, vector={"mvr_views": document_views(d).tolist()}) for i, d in enumerate(docs)]
         for start in range(0, len(points), 256):
             shard.update(qe.UpdateOperation.upsert_points(points[start : start + 256]))
         start = time.perf_counter()

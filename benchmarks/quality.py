@@ -36,7 +36,7 @@ from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions,
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence, versioned_directory
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
-from haystack_mvr.views import VIEWS_KEY
+from haystack_mvr.views import VIEWS_KEY, document_views
 
 SYSTEMS = ("bm25", "single-vector", "snippet", "checkpoints", "hybrid")
 TIERS = {"squad-mv": 0, "squad-mv+20k": 20_000, "squad-mv+200k": 200_000}
@@ -129,7 +129,7 @@ def multi_view_store(
     start = time.perf_counter()
     embedded = indexing.run({"embedder": {"documents": docs}}, include_outputs_from={"embedder"})["embedder"]
     seconds = time.perf_counter() - start
-    views = [np.asarray(d.meta[VIEWS_KEY], dtype=np.float32) for d in embedded["documents"]]
+    views = [document_views(d) for d in embedded["documents"]]
     del embedded
     if saved:
         store.save(saved)

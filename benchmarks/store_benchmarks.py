@@ -14,6 +14,8 @@ compared in one process, interleaved, medians with the inter-quartile spread):
 - ``write_search``: one ``write_documents`` (8 views) then a search vs a plain search (HNSW32, IVF1024,Flat, PQ48).
 - ``io``: writing through Haystack's ``DocumentWriter`` vs raw ``add``; ``save``/``load`` vs raw
   ``write_index`` + fsync / ``read_index``; bytes on disk vs the raw index file.
+- ``transport``: the views as the embedders attach them (``PackedViews``) vs ``list[list[float]]`` vs a numpy
+  matrix in ``meta``: attaching, Haystack's deep copy of component inputs, ``DocumentWriter``, a one-writer pipeline.
 - ``streaming``: an ``OPQ48,PQ48`` store with ``keep_vectors=False`` fed chunk by chunk (the corpus is never whole
   in memory): peak and resident bytes per view, build time, p50 latency.
 """
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from retrieval_speed import make_corpus, make_queries, rss_gib
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.views import VIEWS_KEY
+from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY, attach_views
 
 RESULTS = Path(__file__).parent / "results"
 DIM, K, SEED = 384, 8, 0
@@ -77,6 +79,29 @@ def documents(vectors: np.ndarray, start: int = 0, buckets: int = 1000):
         Document(id=str(start + i), meta={VIEWS_KEY: vectors[i * K : (i + 1) * K], "bucket": (start + i) % buckets})
         for i in range(n)
     ]
+
+
+ENCODER = {"model": "benchmark", "mode": "snippet", "views": K}
+
+
+def embedded_documents(vectors: np.ndarray, form: str = "packed") -> list:
+    """Documents as ``MultiViewDocumentEmbedder`` hands them on (``form="packed"``: ``attach_views`` plus the
+    encoder's name), or in another form of the same views for comparison: ``"lists"`` (``list[list[float]]``, what
+    the embedder attached before PackedViews) or ``"numpy"`` (a matrix in ``meta``: fast, but not a valid Haystack
+    meta, since ``Document ==`` and JSON fail on it)."""
+    from haystack import Document
+
+    docs = []
+    for i in range(len(vectors) // K):
+        m = vectors[i * K : (i + 1) * K]
+        if form == "packed":
+            doc = attach_views(Document(id=str(i)), m)
+            doc.meta[ENCODER_KEY] = dict(ENCODER)
+        else:
+            views = m.tolist() if form == "lists" else m
+            doc = Document(id=str(i), meta={VIEWS_KEY: views, ENCODER_KEY: dict(ENCODER)}, embedding=m[0].tolist())
+        docs.append(doc)
+    return docs
 
 
 def build(factory: str, vectors: np.ndarray, **kwargs) -> FaissMultiViewDocumentStore:
@@ -366,16 +391,16 @@ def part_io(args) -> None:
     wall: dict[str, list[float]] = {o: [] for o in ops}
     cpu: dict[str, list[float]] = {o: [] for o in ops}
     loads = []
+    docs = embedded_documents(vectors)  # as the embedders attach the views; the store does not change them
     for _ in range(args.io_repeats):  # write and add interleaved
-        docs = documents(vectors)
         store = FaissMultiViewDocumentStore(embedding_dim=DIM)
         writer = DocumentWriter(document_store=store)
         timed_both(lambda writer=writer, docs=docs: writer.run(documents=docs), wall["write"], cpu["write"])
-        del docs, writer
+        del writer
         raw = faiss.IndexFlatIP(DIM)
         timed_both(lambda raw=raw, vectors=vectors: raw.add(vectors), wall["add"], cpu["add"])
         loads.append(os.getloadavg()[0])
-    del vectors
+    del vectors, docs
     gc.collect()
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for n in range(args.io_repeats):  # save, write_index, load, read_index interleaved
@@ -416,8 +441,9 @@ def part_io(args) -> None:
         "# Writing, saving and loading (issue 13)",
         "",
         f"`Flat`, {views:,} views ({views // K:,} documents x {K}, no content), d={DIM}, 1 FAISS thread, "
-        f"{args.io_repeats} interleaved repeats. The write is `DocumentWriter.run` on Documents carrying their views "
-        "as float32 numpy arrays in `meta`; raw is `IndexFlatIP.add` of the same matrix. Save includes "
+        f"{args.io_repeats} interleaved repeats. The write is `DocumentWriter.run` on Documents as "
+        "`MultiViewDocumentEmbedder` hands them on (`attach_views`: the views as `PackedViews`, `embedding` = view 0, "
+        "the encoder's name in `meta`); raw is `IndexFlatIP.add` of the same matrix. Save includes "
         "documents.jsonl, CRC-32 checksums computed while writing and fsync of every file and folder "
         "(versioned_directory); raw save is `write_index` + fsync. Load verifies every checksum and cross-checks "
         "the files; raw is `read_index` of the raw file (freeing the loaded copies is not timed, for either).",
@@ -461,6 +487,81 @@ def part_io(args) -> None:
             "load_average": loads,
         },
         lines,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- views transport
+def part_transport(args) -> None:
+    """The same views carried three ways from the embedder to the store: what each costs to attach, to deep-copy
+    (a Haystack ``Pipeline`` deep-copies every component's inputs), to write, and through a one-writer pipeline."""
+    import copy
+
+    from haystack import Pipeline
+    from haystack.components.writers import DocumentWriter
+
+    views = args.transport_views
+    vectors = make_corpus(views, K, DIM, SEED)
+    forms = ("packed", "lists", "numpy")
+    ops = ("attach", "deepcopy", "write", "pipeline")
+    wall: dict[str, list[float]] = {f"{f}/{o}": [] for f in forms for o in ops} | {"add": []}
+    cpu: dict[str, list[float]] = {k: [] for k in wall}
+    loads = []
+    for _ in range(args.repeats):  # every form and the raw add interleaved
+        for form in forms:
+            made: list = []
+            timed_both(
+                lambda form=form, made=made: made.extend(embedded_documents(vectors, form)),
+                wall[f"{form}/attach"],
+                cpu[f"{form}/attach"],
+            )
+            timed_both(lambda made=made: copy.deepcopy(made), wall[f"{form}/deepcopy"], cpu[f"{form}/deepcopy"])
+            writer = DocumentWriter(document_store=FaissMultiViewDocumentStore(embedding_dim=DIM))
+            timed_both(lambda w=writer, made=made: w.run(documents=made), wall[f"{form}/write"], cpu[f"{form}/write"])
+            pipeline = Pipeline()
+            pipeline.add_component(
+                "writer", DocumentWriter(document_store=FaissMultiViewDocumentStore(embedding_dim=DIM))
+            )
+            timed_both(
+                lambda p=pipeline, made=made: p.run({"writer": {"documents": made}}),
+                wall[f"{form}/pipeline"],
+                cpu[f"{form}/pipeline"],
+            )
+            del made, writer, pipeline
+            gc.collect()
+        raw = faiss.IndexFlatIP(DIM)
+        timed_both(lambda raw=raw: raw.add(vectors), wall["add"], cpu["add"])
+        del raw
+        loads.append(os.getloadavg()[0])
+    st = {k: stats(v) for k, v in wall.items()}
+    st_cpu = {k: stats(v) for k, v in cpu.items()}
+    add = st["add"]["p50_ms"]
+    lines = [
+        "# How views travel from the embedder to the store (issue 13)",
+        "",
+        f"{views:,} views ({views // K:,} documents x {K}, no content), d={DIM}, `Flat`, 1 FAISS thread, "
+        f"{args.repeats} interleaved repeats; 1-minute load average {min(loads):.1f}-{max(loads):.1f} on "
+        f"{os.cpu_count()} shared cores. Each form carries the same float32 views plus `embedding` = view 0 and the "
+        "encoder's name, as `MultiViewDocumentEmbedder` does: **packed** is `attach_views` now (`PackedViews`, a "
+        "JSON string holding the matrix, and `FirstView`), **lists** is what it attached before "
+        "(`list[list[float]]`), **numpy** a float32 matrix in `meta` (fast, but not a valid Haystack meta: "
+        "`Document ==` and JSON fail on it). *attach* turns the encoder's matrix into Documents; *deepcopy* is what "
+        "a Haystack `Pipeline` does to every component's inputs; *write* is `DocumentWriter.run`; *pipeline* is "
+        "a `Pipeline` holding one `DocumentWriter` (its deep copy plus the write). Raw is `IndexFlatIP.add` of the "
+        f"matrix: p50 {add:.0f} ms ({st['add']['p25_ms']:.0f}-{st['add']['p75_ms']:.0f}).",
+        "",
+        "| form | attach ms | deepcopy ms | write ms (IQR) | write / raw add | pipeline ms (IQR) | pipeline / raw |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for form in forms:
+        a, c, w, p = (st[f"{form}/{o}"] for o in ops)
+        lines.append(
+            f"| {form} | {a['p50_ms']:.0f} | {c['p50_ms']:.0f} | "
+            f"{w['p50_ms']:.0f} ({w['p25_ms']:.0f}-{w['p75_ms']:.0f}) | {w['p50_ms'] / add:.2f}x | "
+            f"{p['p50_ms']:.0f} ({p['p25_ms']:.0f}-{p['p75_ms']:.0f}) | "
+            f"{p['p50_ms'] / add:.2f}x |"
+        )
+    save(
+        "transport", {"views": views, "repeats": args.repeats, "wall": st, "cpu": st_cpu, "load_average": loads}, lines
     )
 
 
@@ -530,6 +631,7 @@ def main() -> None:
     parser.add_argument("--batch-views", type=int, default=1_000_000)
     parser.add_argument("--write-views", type=int, default=100_000)
     parser.add_argument("--io-views", type=int, default=1_000_000)
+    parser.add_argument("--transport-views", type=int, default=100_000)
     parser.add_argument("--streaming-views", type=int, default=1_000_000)
     parser.add_argument("--train-size", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=20)

@@ -2,8 +2,14 @@
 
 Haystack's ``Document`` has a single ``embedding``. A multi-view document carries:
 
-- ``meta["mvr_views"]``: its views, a ``list[list[float]]`` of shape ``(k, d)``. The store takes this key
-  off on write and keeps every view as one index row; it never stays in the stored ``meta``.
+- ``meta["mvr_views"]``: its views, a ``(k, d)`` matrix. The embedders attach a :class:`PackedViews`: the float32
+  matrix as one JSON string ``"float32:{k}x{d}:{base64}"`` with the decoded read-only matrix kept beside it. A
+  string keeps ``Document`` what Haystack requires (JSON-serialisable meta, ``==``, ``to_dict``/``from_dict``),
+  and it is immutable, so Haystack's deep copy of every component's inputs and the store's write take the matrix
+  as it is instead of copying and converting ``k * d`` Python floats (``benchmarks/results/views_transport.md``).
+  A store also takes a ``list[list[float]]``, a numpy matrix, or the packed string read back from JSON. The
+  store takes this key off on write and keeps every view as one index row; it never stays in the stored ``meta``.
+  Read it with :func:`document_views`, never ``len()`` (a packed value is a string).
 - ``meta["mvr_view_spans"]`` (optional): one ``[start, end]`` character span into ``content`` per view,
   or ``None`` for a view that is not tied to a snippet (MVR viewers, the snippet-pooled global view).
   The store keeps it, so the retriever can say which snippet matched.
@@ -27,7 +33,11 @@ Every retrieved document, from every store, carries the same keys (set by :func:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import copy
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +55,132 @@ MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_T
 
 Span = tuple[int, int] | None
 
+_PACKED_HEADER = re.compile(r"float32:(\d{1,9})x(\d{1,9}):")
+_LITTLE_ENDIAN_F4 = np.dtype("<f4")
+
+
+class PackedViews(str):
+    """
+    A ``(k, d)`` float32 view matrix as an immutable JSON string ``"float32:{k}x{d}:{base64}"`` (little-endian).
+
+    The string is what serialises and compares; :attr:`matrix` is the read-only matrix it encodes, kept so that
+    neither a copy nor a write decodes it again. Copying returns the same object (both parts are immutable).
+    """
+
+    matrix: np.ndarray
+
+    def __new__(cls, matrix: np.ndarray) -> PackedViews:
+        """Pack ``matrix`` (converted to float32); use :func:`attach_views` to put views on a document."""
+        values = np.asarray(matrix, dtype=_LITTLE_ENDIAN_F4)
+        if values.ndim != 2:
+            msg = f"PackedViews needs a (k, d) matrix, got shape {values.shape}."
+            raise ValueError(msg)
+        raw = values.tobytes()
+        text = f"float32:{values.shape[0]}x{values.shape[1]}:{base64.b64encode(raw).decode('ascii')}"
+        return cls._made(text, np.frombuffer(raw, dtype=_LITTLE_ENDIAN_F4).reshape(values.shape))
+
+    @classmethod
+    def _made(cls, text: str, matrix: np.ndarray) -> PackedViews:
+        packed = super().__new__(cls, text)
+        packed.matrix = matrix  # backed by immutable bytes: it cannot be made writeable
+        return packed
+
+    def __copy__(self) -> PackedViews:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> PackedViews:
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return _unpickle_packed, (str(self),)
+
+
+class FirstView(list):
+    """
+    The ``embedding`` :func:`attach_views` sets: view 0 of :attr:`views` as a ``list[float]``.
+
+    It remembers which :class:`PackedViews` it came from, so a store can tell in O(1) that the embedding repeats
+    view 0 (and need not keep it) instead of comparing ``d`` floats per document. Any in-place change forgets it.
+    Copies keep it; pickling gives a plain list.
+    """
+
+    __slots__ = ("views",)
+
+    def __init__(self, values: Any = (), views: PackedViews | None = None) -> None:
+        super().__init__(values)
+        self.views = views
+
+    def __copy__(self) -> FirstView:
+        return FirstView(self, self.views)
+
+    def __deepcopy__(self, memo: dict) -> list:
+        if self.views is None:  # changed in place: its items may no longer be floats
+            return [copy.deepcopy(x, memo) for x in self]
+        return FirstView(self, self.views)  # floats are immutable: a shallow copy is a deep one
+
+    def __reduce__(self) -> tuple[Any, tuple[list]]:
+        return list, (list(self),)
+
+
+def _forgetting(name: str) -> Any:
+    method = getattr(list, name)
+
+    def forget(self: FirstView, *args: Any, **kwargs: Any) -> Any:
+        self.views = None
+        return method(self, *args, **kwargs)
+
+    forget.__name__ = name
+    return forget
+
+
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__iadd__",
+    "__imul__",
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "clear",
+    "sort",
+    "reverse",
+):
+    setattr(FirstView, _name, _forgetting(_name))
+
+
+def embedding_repeats_first_view(embedding: Sequence[float], raw_views: Any, views: np.ndarray) -> bool:
+    """Whether a document's ``embedding`` equals view 0 of its views exactly (read back equal), so it need not be
+    kept: O(1) for what :func:`attach_views` made, else an exact comparison."""
+    if type(embedding) is FirstView and embedding.views is not None and embedding.views is raw_views:
+        return True
+    return list(embedding) == views[0].tolist()
+
+
+def _unpickle_packed(text: str) -> PackedViews:
+    return PackedViews._made(text, unpack_views(text, where="a pickled PackedViews"))
+
+
+def unpack_views(text: str, *, where: str) -> np.ndarray:
+    """The read-only ``(k, d)`` float32 matrix a packed views string encodes, or a ``ValueError`` naming ``where``."""
+    if isinstance(text, PackedViews):
+        return text.matrix
+    header = _PACKED_HEADER.match(text)
+    if header is None:
+        msg = f"{where.capitalize()}: views given as a string must be 'float32:{{k}}x{{d}}:{{base64}}' (PackedViews)."
+        raise ValueError(msg)
+    k, d = int(header.group(1)), int(header.group(2))
+    try:
+        raw = base64.b64decode(text[header.end() :], validate=True)
+    except (binascii.Error, ValueError) as e:
+        msg = f"{where.capitalize()}: packed views are not valid base64."
+        raise ValueError(msg) from e
+    if len(raw) != k * d * 4:
+        msg = f"{where.capitalize()}: packed views hold {len(raw)} bytes, not the {k}x{d} float32 their header names."
+        raise ValueError(msg)
+    return np.frombuffer(raw, dtype=_LITTLE_ENDIAN_F4).reshape(k, d)
+
 
 def attach_views(document: Document, views: np.ndarray, spans: Sequence[Span] | None = None) -> Document:
     """
@@ -53,11 +189,13 @@ def attach_views(document: Document, views: np.ndarray, spans: Sequence[Span] | 
     :param document: The document the views were computed from.
     :param views: Array of shape ``(k, d)`` with ``k >= 1``.
     :param spans: Optional ``k`` character spans into ``document.content`` (``None`` for non-snippet views).
-    :returns: A new ``Document`` with ``embedding`` set to the first view and the views in ``meta``.
+    :returns: A new ``Document`` with ``embedding`` set to the first view and the views in ``meta`` as
+        :class:`PackedViews`.
     """
     matrix = validate_views(views, where=f"document {document.id!r}")
     meta = dict(document.meta)
-    meta[VIEWS_KEY] = matrix.tolist()
+    packed = views if isinstance(views, PackedViews) else PackedViews(matrix)
+    meta[VIEWS_KEY] = packed
     if spans is not None:
         if len(spans) != matrix.shape[0]:
             msg = f"Document {document.id!r}: got {len(spans)} spans for {matrix.shape[0]} views."
@@ -65,7 +203,12 @@ def attach_views(document: Document, views: np.ndarray, spans: Sequence[Span] | 
         meta[SPANS_KEY] = [None if s is None else [int(s[0]), int(s[1])] for s in spans]
     else:
         meta.pop(SPANS_KEY, None)
-    return dataclasses.replace(document, meta=meta, embedding=matrix[0].tolist())
+    return dataclasses.replace(document, meta=meta, embedding=FirstView(packed.matrix[0].tolist(), packed))
+
+
+def document_views(document: Document) -> np.ndarray | None:
+    """A document's views as a float32 ``(k, d)`` matrix (its ``embedding`` as one view), or ``None``."""
+    return extract_views(document)[0]
 
 
 def extract_views(document: Document) -> tuple[np.ndarray | None, list[Span] | None, dict[str, Any]]:
@@ -122,6 +265,8 @@ def validate_spans(raw_spans: Any, views: np.ndarray | None, content: str | None
 
 def validate_views(views: Any, *, where: str) -> np.ndarray:
     """Return ``views`` as a C-contiguous ``float32`` matrix ``(k, d)``, or raise ``ValueError`` naming ``where``."""
+    if isinstance(views, str):
+        views = unpack_views(views, where=where)
     try:
         matrix = np.asarray(views, dtype=np.float32)
     except (TypeError, ValueError) as e:
@@ -177,6 +322,7 @@ def annotate_match(
     meta[MATCHED_TEXT_KEY] = snippet_text(document.content, None if span is None else (span[0], span[1]))
     embedding = None
     if return_embedding:
-        meta[VIEWS_KEY] = np.asarray(views, dtype=np.float32).tolist()
-        embedding = document.embedding if document.embedding is not None else meta[VIEWS_KEY][0]
+        matrix = np.asarray(views, dtype=np.float32)
+        meta[VIEWS_KEY] = PackedViews(matrix)
+        embedding = document.embedding if document.embedding is not None else matrix[0].tolist()
     return dataclasses.replace(document, meta=meta, score=float(scores[best]), embedding=embedding)

@@ -1,8 +1,21 @@
+import copy
+import json
+import pickle
+
 import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.views import SPANS_KEY, VIEWS_KEY, attach_views, extract_views, snippet_text
+from haystack_mvr.views import (
+    SPANS_KEY,
+    VIEWS_KEY,
+    PackedViews,
+    attach_views,
+    document_views,
+    embedding_repeats_first_view,
+    extract_views,
+    snippet_text,
+)
 
 
 def test_attach_and_extract_round_trip():
@@ -45,3 +58,65 @@ def test_span_count_must_match():
     doc = Document(content="x", meta={VIEWS_KEY: [[1.0]], SPANS_KEY: [[0, 1], [1, 2]]})
     with pytest.raises(ValueError, match="one entry per view"):
         extract_views(doc)
+
+
+def test_attached_views_are_a_json_string_that_keeps_documents_comparable():
+    views = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    out = attach_views(Document(id="a", content="x"), views)
+    packed = out.meta[VIEWS_KEY]
+    assert isinstance(packed, str) and packed.startswith("float32:3x5:")
+    assert out == out and out == copy.deepcopy(out)  # a numpy matrix in meta makes even `out == out` raise
+    again = Document.from_dict(json.loads(json.dumps(out.to_dict())))
+    assert again == out and type(again.meta[VIEWS_KEY]) is str
+    np.testing.assert_array_equal(document_views(again), views)
+    np.testing.assert_array_equal(document_views(out), views)
+
+
+def test_packed_views_are_immutable_and_copied_for_free():
+    packed = PackedViews(np.ones((2, 3)))
+    assert copy.deepcopy(packed) is packed and copy.copy(packed) is packed
+    assert packed.matrix.dtype == np.float32 and not packed.matrix.flags.writeable
+    with pytest.raises(ValueError):
+        packed.matrix.flags.writeable = True
+    unpickled = pickle.loads(pickle.dumps(packed))
+    assert type(unpickled) is PackedViews and unpickled == packed
+    np.testing.assert_array_equal(unpickled.matrix, packed.matrix)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1.0, 2.0", "must be 'float32"),
+        ("float32:1x2:!!!!", "not valid base64"),
+        ("float32:2x2:" + PackedViews(np.ones((1, 2))).split(":")[2], "not the 2x2"),
+        ("float32:0x4:", "non-empty"),
+    ],
+)
+def test_a_malformed_packed_string_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        extract_views(Document(id="bad", content="x", meta={VIEWS_KEY: text}))
+
+
+def test_views_in_any_accepted_form_read_the_same():
+    views = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for raw in (views, views.tolist(), PackedViews(views), str(PackedViews(views))):
+        np.testing.assert_array_equal(document_views(Document(content="x", meta={VIEWS_KEY: raw})), views)
+
+
+def test_the_attached_embedding_is_known_to_repeat_view_zero_until_changed():
+    views = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = attach_views(Document(id="a", content="x"), views)
+    packed, embedding = out.meta[VIEWS_KEY], out.embedding
+    assert embedding == [0.0, 1.0, 2.0] and embedding_repeats_first_view(embedding, packed, views)
+    copied = copy.deepcopy(out)  # what a Haystack pipeline hands the next component
+    assert embedding_repeats_first_view(copied.embedding, copied.meta[VIEWS_KEY], views)
+    assert pickle.loads(pickle.dumps(embedding)) == embedding and type(pickle.loads(pickle.dumps(embedding))) is list
+    # another document's views, or any in-place change, falls back to comparing the floats
+    other = PackedViews(views * 2)
+    assert not embedding_repeats_first_view(embedding, other, other.matrix)
+    assert embedding_repeats_first_view(list(embedding), other, views)
+    embedding[1] = 5.0
+    assert not embedding_repeats_first_view(embedding, packed, views)
+    changed = attach_views(Document(id="b", content="x"), views).embedding
+    changed.append(9.0)
+    assert changed.views is None and not embedding_repeats_first_view(changed, packed, views)

@@ -29,7 +29,16 @@ from haystack_mvr.document_stores.view_index import (
     first_non_finite,
     omp_threads,
 )
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, extract_views, validate_spans
+from haystack_mvr.views import (
+    ENCODER_KEY,
+    SPANS_KEY,
+    VIEWS_KEY,
+    PackedViews,
+    annotate_match,
+    embedding_repeats_first_view,
+    extract_views,
+    validate_spans,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -461,9 +470,10 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def _prepare(self, documents: list[Document]) -> tuple[list[tuple[Document, np.ndarray | None]], dict | None]:
         """Validate a batch and split each document into what is stored and its views; nothing is changed.
 
-        Views given as a C-contiguous float32 numpy matrix are taken as they are (no copy, no per-document numpy
-        call): their finiteness is checked by ``ViewIndex.add`` in the pass that copies them into the index (or
-        here, for documents the batch does not add). Every other form goes through :func:`extract_views`.
+        Views given as a C-contiguous float32 numpy matrix, or as :class:`PackedViews` (which holds one), are taken
+        as they are (no copy, no per-document numpy call): their finiteness is checked by ``ViewIndex.add`` in the
+        pass that copies them into the index (or here, for documents the batch does not add). Every other form goes
+        through :func:`extract_views`.
         """
         prepared = []
         dim = self._views.dim if self._views is not None else self.embedding_dim
@@ -471,6 +481,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         for doc in documents:
             doc_meta = doc.meta
             raw = doc_meta.get(VIEWS_KEY)
+            if type(raw) is PackedViews:
+                raw = raw.matrix  # what the embedders attach: already a float32 matrix
             if (
                 type(raw) is np.ndarray
                 and raw.dtype == np.float32
@@ -518,7 +530,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                         f"{views.shape[1]}; nothing of this batch was written."
                     )
                     raise ValueError(msg)
-                if embedding is not None and list(embedding) == views[0].tolist():  # exactly: read back equal
+                if embedding is not None and embedding_repeats_first_view(embedding, doc_meta.get(VIEWS_KEY), views):
                     # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
                     # view 0, which the embedders set as ``embedding`` anyway.
                     embedding = None

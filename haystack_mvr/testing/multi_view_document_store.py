@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import json
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ from haystack_mvr.views import (
     SPANS_KEY,
     VIEWS_KEY,
     attach_views,
+    document_views,
 )
 
 CONTENT = "First part. Second part."
@@ -126,7 +128,7 @@ class MultiViewFixturesMixin:
         assert scores == sorted(scores, reverse=True)
         for h in hits:
             if VIEWS_KEY in h.meta:
-                best = float(np.max(np.asarray(h.meta[VIEWS_KEY], dtype=np.float32) @ np.asarray(query, np.float32)))
+                best = float(np.max(document_views(h) @ np.asarray(query, np.float32)))
                 assert h.score == pytest.approx(best, rel=1e-4, abs=1e-4)
 
 
@@ -213,9 +215,12 @@ class MultiViewSearchTests(MultiViewFixturesMixin):
     def test_return_embedding(self, document_store):
         document_store.write_documents([self.mv_doc("d0", [[1, 0], [0, 1]], SPANS)])
         full = document_store.search(self.vec(0, 1), top_k=1, return_embedding=True)[0]
-        np.testing.assert_allclose(full.meta[VIEWS_KEY], [self.vec(1, 0), self.vec(0, 1)], atol=1e-2)
+        np.testing.assert_allclose(document_views(full), [self.vec(1, 0), self.vec(0, 1)], atol=1e-2)
         np.testing.assert_allclose(full.embedding, self.vec(1, 0), atol=1e-2)
         assert full.meta[SPANS_KEY] == [list(s) for s in SPANS]
+        again = Document.from_dict(json.loads(json.dumps(full.to_dict())))  # returned views travel like attached ones
+        assert again == full
+        np.testing.assert_array_equal(document_views(again), document_views(full))
 
     def test_plain_embedding_is_one_view(self, document_store):
         document_store.write_documents([Document(id="p", content="plain", embedding=self.vec(0.5, 0.5))])
@@ -309,7 +314,7 @@ class MultiViewSearchTests(MultiViewFixturesMixin):
         document_store.write_documents([self.mv_doc("d0", [[0, 1]])], policy=DuplicatePolicy.OVERWRITE)
         hits = document_store.search(self.vec(1, 0), top_k=5, return_embedding=True)
         assert len(hits) == 1 and hits[0].score == pytest.approx(0.0, abs=1e-3)
-        assert len(hits[0].meta[VIEWS_KEY]) == 1
+        assert document_views(hits[0]).shape[0] == 1
 
     def test_delete_removes_every_view(self, document_store):
         document_store.write_documents([self.mv_doc("d0", [[1, 0], [0, 1]]), self.mv_doc("d1", [[0.5, 0.5]])])
@@ -570,7 +575,7 @@ class MultiViewPropertyTests(MultiViewFixturesMixin):
             for h, (score, doc_id) in zip(got, expected, strict=True):
                 if sum(abs(s - score) < 1e-4 for s, _ in expected) == 1:
                     assert h.id == doc_id
-                np.testing.assert_allclose(h.meta[VIEWS_KEY], allowed[h.id], atol=1e-5)
+                np.testing.assert_allclose(document_views(h), allowed[h.id], atol=1e-5)
 
 
 class MultiViewDocumentStoreTests(

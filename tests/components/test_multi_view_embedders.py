@@ -9,7 +9,7 @@ from haystack.utils import ComponentDevice, Secret
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import ModelNotFoundError
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, document_views
 from tests.conftest import build_tiny_backbone
 
 
@@ -113,7 +113,7 @@ def test_document_embedder_attaches_views_and_spans(camvr_checkpoint):
     doc = Document(content="The cat sat. The dog ran far away.", meta={"title": "Pets"})
     out = embedder.run([doc])["documents"][0]
     assert out is not doc and VIEWS_KEY not in doc.meta  # the input is not changed
-    views = np.asarray(out.meta[VIEWS_KEY])
+    views = document_views(out)
     assert views.shape == (3, 32)
     assert out.embedding == views[0].tolist()
     spans = out.meta[SPANS_KEY]
@@ -134,7 +134,7 @@ def test_text_embedder_matches_encoder(camvr_checkpoint):
 def test_plain_backbone_is_snippet_mode_only(tiny_backbone):
     embedder = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False)
     out = embedder.run([Document(content="One. Two.")])["documents"][0]
-    assert len(out.meta[VIEWS_KEY]) == 3  # global + 2 snippets
+    assert document_views(out).shape[0] == 3  # global + 2 snippets
     with pytest.raises(ValueError, match="random viewer tokens"):
         MultiViewDocumentEmbedder(model=tiny_backbone, encoder_kwargs={"mode": "mvr"}).warm_up()
 
@@ -319,7 +319,7 @@ def test_embedders_serve_a_sentence_transformers_folder_as_its_checkpoint(conver
     from_new = embedder.run(docs)["documents"]
     assert type(embedder.encoder).__name__ == "MultiVectorEncoderAdapter"  # sentence-transformers serves it
     for a, b in zip(from_old, from_new, strict=True):
-        np.testing.assert_allclose(a.meta[VIEWS_KEY], b.meta[VIEWS_KEY], atol=1e-6)
+        np.testing.assert_allclose(document_views(a), document_views(b), atol=1e-6)
         assert a.meta.get(SPANS_KEY) == b.meta.get(SPANS_KEY)
         assert {**a.meta[ENCODER_KEY], "model": ""} == {**b.meta[ENCODER_KEY], "model": ""}  # same fingerprint
     query_old = MultiViewTextEmbedder(model=old).run("who ran?")

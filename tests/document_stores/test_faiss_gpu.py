@@ -34,7 +34,7 @@ from haystack_mvr.testing import (
     MultiViewSearchBatchTests,
     MultiViewSearchTests,
 )
-from haystack_mvr.views import attach_views
+from haystack_mvr.views import attach_views, document_views
 
 DIM = 8
 NO_GPU = gpu_index.gpu_unavailable_reason(0)
@@ -84,11 +84,7 @@ def _docs(n: int, views: int, seed: int, spread: float = 1.0) -> list[Document]:
 
 
 def _brute_force(docs: list[Document], query: np.ndarray, top_k: int, group: int | None = None) -> list[str]:
-    scored = [
-        (float(np.max(np.asarray(d.meta["mvr_views"], dtype=np.float32) @ query)), d.id)
-        for d in docs
-        if group is None or d.meta["g"] == group
-    ]
+    scored = [(float(np.max(document_views(d) @ query)), d.id) for d in docs if group is None or d.meta["g"] == group]
     return [doc_id for _, doc_id in sorted(scored, key=lambda t: -t[0])[:top_k]]
 
 

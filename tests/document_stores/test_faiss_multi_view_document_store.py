@@ -7,7 +7,15 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.views import MATCHED_TEXT_KEY, MATCHED_VIEW_KEY, SPANS_KEY, VIEWS_KEY, attach_views
+from haystack_mvr.views import (
+    MATCHED_TEXT_KEY,
+    MATCHED_VIEW_KEY,
+    SPANS_KEY,
+    VIEWS_KEY,
+    PackedViews,
+    attach_views,
+    document_views,
+)
 
 
 @pytest.fixture(params=[True, False], ids=["vectors-kept", "index-only"])
@@ -33,7 +41,7 @@ def test_views_are_rows_and_leave_meta(document_store):
     assert hit.meta[MATCHED_VIEW_KEY] == 1 and hit.meta[MATCHED_TEXT_KEY] == "Second part."
     assert hit.embedding is None and VIEWS_KEY not in hit.meta
     full = document_store.search([0.0, 1.0], top_k=1, return_embedding=True)[0]
-    assert full.meta[VIEWS_KEY] == [[1.0, 0.0], [0.0, 1.0]]
+    assert document_views(full).tolist() == [[1.0, 0.0], [0.0, 1.0]]
     assert SPANS_KEY in full.meta
 
 
@@ -276,6 +284,23 @@ def test_non_finite_numpy_views_late_in_a_large_batch_leave_nothing_behind(facto
     assert {h.id for h in hits} == {d.id for d in first}
     batch[2900].meta[VIEWS_KEY][1, 3] = 0.5
     assert store.write_documents(batch) == 3000 and store._views.ntotal == 13200
+
+
+def test_packed_views_are_written_as_their_matrix_and_checked():
+    # what the embedders attach: the store takes the packed matrix as it is, and still refuses a NaN in it
+    rng = np.random.default_rng(1)
+    views = [rng.standard_normal((3, 8)).astype(np.float32) for _ in range(50)]
+    views = [v / np.linalg.norm(v, axis=1, keepdims=True) for v in views]  # a view is its own best match
+    store = FaissMultiViewDocumentStore()
+    store.write_documents([attach_views(Document(id=f"p{i}", content="x"), v) for i, v in enumerate(views)])
+    hit = store.search(views[17][2], top_k=1, return_embedding=True)[0]
+    assert hit.id == "p17" and hit.meta[MATCHED_VIEW_KEY] == 2
+    np.testing.assert_array_equal(document_views(hit), views[17])
+    bad = views[0].copy()
+    bad[1, 4] = np.nan
+    with pytest.raises(ValueError, match=r"'q'.*NaN or infinite"):
+        store.write_documents([Document(id="q", meta={VIEWS_KEY: PackedViews(bad)})])
+    assert store.count_documents() == 50 and store._views.ntotal == 150
 
 
 def test_non_finite_views_of_a_skipped_duplicate_are_refused():

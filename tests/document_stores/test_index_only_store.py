@@ -8,7 +8,7 @@ from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.view_index import MAX_VIEWS
-from haystack_mvr.views import VIEWS_KEY, attach_views
+from haystack_mvr.views import attach_views, document_views
 
 DIM = 16
 
@@ -35,7 +35,7 @@ def test_an_exact_index_is_the_only_copy(factory, keep):
     store.write_documents(docs(views))
     assert held_bytes(store) == 0 and store._views.faiss_index.ntotal == 900
     got = store.search(views[10, 1], top_k=1, return_embedding=True)[0]
-    np.testing.assert_array_equal(got.meta[VIEWS_KEY], views[10])
+    np.testing.assert_array_equal(document_views(got), views[10])
 
 
 @pytest.mark.parametrize("factory", ["PQ4x4", "OPQ4,PQ4x4", "SQ8", "IVF8,PQ4x4"])
@@ -51,7 +51,7 @@ def test_lossy_index_keeps_rows_only_with_keep_vectors(factory):
     hit = kept.search(views[5, 2], top_k=1, return_embedding=True)[0]
     assert hit.id == "d5" and hit.score == pytest.approx(1.0, abs=1e-5)  # kept rows score exactly
     other = index_only.search(views[5, 2], top_k=1, return_embedding=True)[0]
-    np.testing.assert_allclose(other.meta[VIEWS_KEY], views[int(other.id[1:])], atol=0.8)  # its reconstruction
+    np.testing.assert_allclose(document_views(other), views[int(other.id[1:])], atol=0.8)  # its reconstruction
 
 
 def test_streaming_build_trains_once_and_holds_no_rows_after(monkeypatch):

@@ -9,7 +9,7 @@ from haystack import Document
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import pooling_mode, sentence_transformers_defaults
-from haystack_mvr.views import VIEWS_KEY
+from haystack_mvr.views import document_views
 
 TEXTS = ["Warsaw is the capital of Poland. It lies on the Vistula.", "Short one."]
 QUERIES = ["which river flows through warsaw?", "capital"]
@@ -54,7 +54,7 @@ def test_query_and_global_view_equal_sentence_transformers_encode(tiny_backbone,
 def test_embedders_use_the_model_pooling(tiny_backbone, tmp_path):
     model = build_sentence_transformer(tiny_backbone, tmp_path / "cls", "cls", normalize=False)
     doc = MultiViewDocumentEmbedder(model=tmp_path / "cls", progress_bar=False).run([Document(content=TEXTS[0])])
-    global_view = doc["documents"][0].meta[VIEWS_KEY][0]
+    global_view = document_views(doc["documents"][0])[0]
     query = MultiViewTextEmbedder(model=tmp_path / "cls").run(QUERIES[0])["embedding"]
     assert cosines(global_view, model.encode(TEXTS[0])) > 0.99999
     assert cosines(query, model.encode(QUERIES[0])) > 0.99999

@@ -5,7 +5,7 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.views import VIEWS_KEY
+from haystack_mvr.views import document_views
 
 st = pytest.importorskip("sentence_transformers", minversion="6")
 
@@ -36,7 +36,7 @@ def test_multi_vector_encoder_loads_it_and_matches_the_haystack_embedders(snippe
     embedded = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs={"num_views": 3})
     docs = embedded.run([Document(content=t) for t in TEXTS])["documents"]
     for ours, theirs in zip(docs, views, strict=True):
-        np.testing.assert_allclose(np.asarray(ours.meta[VIEWS_KEY]), theirs.numpy(), atol=1e-5)
+        np.testing.assert_allclose(document_views(ours), theirs.numpy(), atol=1e-5)
     expected = MultiViewTextEmbedder(model=tiny_backbone, encoder_kwargs={"num_views": 3}).run(QUERY)["embedding"]
     np.testing.assert_allclose(query[0].numpy(), expected, atol=1e-5)
     # MaxSim of a one-vector query is the max over views (MVR Eq. 4)
@@ -49,7 +49,7 @@ def test_the_haystack_embedders_load_the_st_checkpoint(snippet_checkpoint, tiny_
     from_backbone = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs={"num_views": 3})
     docs = [Document(content=t) for t in TEXTS]
     for a, b in zip(from_st.run(docs)["documents"], from_backbone.run(docs)["documents"], strict=True):
-        np.testing.assert_allclose(a.meta[VIEWS_KEY], b.meta[VIEWS_KEY], atol=1e-6)
+        np.testing.assert_allclose(document_views(a), document_views(b), atol=1e-6)
     assert from_st.encoder.config.num_views == 3 and from_st.encoder.config.mode == "snippet"
     assert type(from_st.encoder).__name__ == "MultiVectorEncoderAdapter"  # served by sentence-transformers
 

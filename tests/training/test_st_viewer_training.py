@@ -13,7 +13,7 @@ from haystack_mvr.training.arguments import TrainingArguments  # noqa: E402
 from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
 from haystack_mvr.training.st_dataset import build_st_dataset  # noqa: E402
 from haystack_mvr.training.st_training import build_trainer, load_model, model_mode, snippet_layout  # noqa: E402
-from haystack_mvr.views import VIEWS_KEY  # noqa: E402
+from haystack_mvr.views import document_views  # noqa: E402
 
 WORDS = ["cat", "dog", "horse", "river", "mountain", "piano", "guitar", "apple"]
 TEXTS = ["The cat is here. Nothing else happens. A cat again.", "A rocket flies.", "One. Two. Three. Four."]
@@ -158,7 +158,7 @@ def test_the_trained_folder_loads_in_sentence_transformers_and_the_haystack_embe
     docs = embedder.run([Document(content=t) for t in TEXTS])["documents"]
     assert embedder.encoder.config.mode == mode
     for a, doc in zip(expected, docs, strict=True):
-        np.testing.assert_allclose(a, np.asarray(doc.meta[VIEWS_KEY]), atol=1e-5)
+        np.testing.assert_allclose(a, document_views(doc), atol=1e-5)
     # training again from the folder keeps its modules; a different mode is refused
     assert model_mode(load_model(arguments(args.output_dir, tmp_path / "again"))) == (mode, 3)
     with pytest.raises(ValueError, match="mode"):

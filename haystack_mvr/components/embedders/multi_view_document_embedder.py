@@ -28,7 +28,8 @@ class MultiViewDocumentEmbedder:
     """
     Embeds documents into several view vectors each (MVR, CAMVR or training-free snippet-pooled views).
 
-    The views travel in ``meta["mvr_views"]`` (and ``embedding`` holds the first view), so Haystack's
+    The views travel in ``meta["mvr_views"]`` as a packed JSON string that holds the float32 matrix (read it with
+    ``haystack_mvr.views.document_views``; ``embedding`` holds the first view), so Haystack's
     ``DocumentWriter`` carries them unchanged into a ``FaissMultiViewDocumentStore``; see ``haystack_mvr.views``.
     ``meta["mvr_encoder"]`` names the encoder (``MultiViewEncoder.identity``: model, mode, views, pooling,
     normalisation, max lengths, sentence splitter, weights fingerprint); the store records it as its
@@ -37,10 +38,11 @@ class MultiViewDocumentEmbedder:
     ```python
     from haystack import Document
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+    from haystack_mvr.views import document_views
 
     embedder = MultiViewDocumentEmbedder(model="sentence-transformers/all-MiniLM-L6-v2")   # snippet mode
     docs = embedder.run([Document(content="Paris is in France. It has 2 million people.")])["documents"]
-    len(docs[0].meta["mvr_views"])  # 1 global view + 1 view per snippet
+    document_views(docs[0]).shape  # (3, 384): 1 global view + 1 view per snippet
     ```
     """
 

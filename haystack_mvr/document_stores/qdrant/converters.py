@@ -23,7 +23,7 @@ import numpy as np
 from haystack import Document
 from qdrant_client.http import models
 
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, extract_views
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, embedding_repeats_first_view, extract_views
 
 POINT_NAMESPACE = uuid.UUID("6f0f5b1e-7c1d-5a53-9a8e-3c2f1b9d4e71")
 VIEWS_VECTOR = "mvr_views"
@@ -54,7 +54,6 @@ def prepare(document: Document) -> PreparedDocument:
     :raises ValueError: for ragged, empty, non-finite views, mis-sized spans, a view matrix larger than Qdrant
         takes, an ``embedding`` of another dimension than the views, or an ``mvr_encoder`` that is not a dict.
     """
-    _check_spans(document)
     views, spans, meta = extract_views(document)
     encoder = meta.pop(ENCODER_KEY, None)
     if encoder is not None and not isinstance(encoder, dict):
@@ -77,36 +76,12 @@ def prepare(document: Document) -> PreparedDocument:
             f"{views.shape[1]}-dimensional views; both must have the same dimension."
         )
         raise ValueError(msg)
-    if views is not None and (embedding is None or list(embedding) == views[0].tolist()):
+    if views is not None and (
+        embedding is None or embedding_repeats_first_view(embedding, document.meta.get(VIEWS_KEY), views)
+    ):
         embedding = None  # read back from view 0
     stored = dataclasses.replace(document, meta=meta, embedding=embedding, score=None)
     return PreparedDocument(stored, views, encoder)
-
-
-def _check_spans(document: Document) -> None:
-    """Refuse malformed ``meta["mvr_view_spans"]``, naming the field and the document."""
-    spans = document.meta.get(SPANS_KEY)
-    if spans is None:
-        return
-    raw = document.meta.get(VIEWS_KEY)
-    count = len(raw) if isinstance(raw, (list, tuple, np.ndarray)) else (1 if document.embedding is not None else 0)
-    length = len(document.content or "")
-    where = f"Document {document.id!r}: '{SPANS_KEY}'"
-    if not isinstance(spans, (list, tuple)) or len(spans) != count:
-        msg = f"{where} must be a list with one entry per view ({count}), got {spans!r}."
-        raise ValueError(msg)
-    for span in spans:
-        if span is None:
-            continue
-        valid = (
-            isinstance(span, (list, tuple))
-            and len(span) == 2
-            and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in span)
-            and 0 <= span[0] <= span[1] <= length
-        )
-        if not valid:
-            msg = f"{where}: each entry must be None or [start, end] with 0 <= start <= end <= {length}, got {span!r}."
-            raise ValueError(msg)
 
 
 def to_point(prepared: PreparedDocument, seq: int, global_view: bool) -> models.PointStruct:

@@ -25,6 +25,7 @@ from haystack_mvr.views import (
     SPANS_KEY,
     VIEWS_KEY,
     attach_views,
+    document_views,
 )
 
 CONTENT = "First part. Second part."
@@ -53,7 +54,7 @@ def random_docs(n, dim, rng, max_views=6):
 
 
 def brute_force(docs, query, keep=lambda d: True):
-    scored = [(float(np.max(np.asarray(d.meta[VIEWS_KEY], dtype=np.float32) @ query)), d.id) for d in docs if keep(d)]
+    scored = [(float(np.max(document_views(d) @ query)), d.id) for d in docs if keep(d)]
     return sorted(scored, key=lambda s: -s[0])
 
 
@@ -112,14 +113,14 @@ def test_matched_view_annotation_and_embeddings(store):
     assert hit.meta[MATCHED_VIEW_KEY] == 1 and hit.meta[MATCHED_TEXT_KEY] == "Second part."
     assert hit.embedding is None and VIEWS_KEY not in hit.meta
     full = store.search([0.0, 1.0], top_k=1, return_embedding=True)[0]
-    assert full.meta[VIEWS_KEY] == [[1.0, 0.0], [0.0, 1.0]] and full.embedding == [1.0, 0.0]
+    assert document_views(full).tolist() == [[1.0, 0.0], [0.0, 1.0]] and full.embedding == [1.0, 0.0]
     assert full.meta[SPANS_KEY] == [[0, 11], [12, 24]]
 
 
 def test_same_results_as_the_faiss_store(store):
     rng = np.random.default_rng(3)
     docs = [
-        attach_views(d, np.asarray(d.meta[VIEWS_KEY]), [None] + [(0, 11)] * (len(d.meta[VIEWS_KEY]) - 1))
+        attach_views(d, document_views(d), [None] + [(0, 11)] * (document_views(d).shape[0] - 1))
         for d in random_docs(30, 6, rng)
     ]
     faiss_store = FaissMultiViewDocumentStore()
@@ -309,7 +310,7 @@ def test_global_view_prefetch_then_max_sim():
     assert [d.id for d in store.search(query, top_k=5)] == [e[1] for e in brute_force(docs, query)[:5]]
     narrow = QdrantMultiViewDocumentStore(global_view=True, prefetch_limit=5)
     narrow.write_documents(docs)
-    by_global = sorted(docs, key=lambda d: -float(np.asarray(d.meta[VIEWS_KEY][0]) @ query))[:5]
+    by_global = sorted(docs, key=lambda d: -float(document_views(d)[0] @ query))[:5]
     assert {d.id for d in narrow.search(query, top_k=5)} == {d.id for d in by_global}
 
 
