@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,6 @@ from haystack_mvr.modeling.loading import (
     sentence_transformers_layout,
 )
 from haystack_mvr.modeling.snippets import Span
-
-logger = logging.getLogger(__name__)
 
 QUERY_SUBFOLDER = "query_encoder"
 DOCUMENT_SUBFOLDER = "document_encoder"
@@ -175,24 +172,16 @@ class MultiViewEncoder(nn.Module):
         """
         Write backbone(s), tokenizer and config so that :meth:`from_pretrained` restores identical vectors.
 
-        Snippet mode writes a sentence-transformers ``MultiVectorEncoder`` folder
-        (``haystack_mvr.modeling.st_modules``; it needs ``sentence-transformers>=6``, else the older
-        ``multi_view_config.json`` folder is written, with a warning); MVR and CAMVR write ``multi_view_config.json``
-        with the weights (``haystack-mvr convert`` turns one into a sentence-transformers folder).
+        Snippet mode writes a sentence-transformers ``MultiVectorEncoder`` folder (``haystack_mvr.modeling.st_modules``,
+        imported here so that importing ``haystack_mvr.modeling`` never imports sentence-transformers); MVR and CAMVR
+        write ``multi_view_config.json`` with the weights (``haystack-mvr convert`` turns one into a
+        sentence-transformers folder).
         """
         directory = Path(directory)
         if self.config.mode == "snippet":
-            try:
-                from haystack_mvr.modeling.st_modules import save_multi_view_encoder
-            except ImportError as e:
-                logger.warning(
-                    "Saving %s as a multi_view_config.json checkpoint: the sentence-transformers format needs "
-                    "sentence-transformers>=6 (pip install 'sentence-transformers>=6'): %s",
-                    directory,
-                    e,
-                )
-            else:
-                return save_multi_view_encoder(self, directory)
+            from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+
+            return save_multi_view_encoder(self, directory)
         directory.mkdir(parents=True, exist_ok=True)
         if self.config.tied:
             self.document_backbone.save_pretrained(directory)

@@ -254,16 +254,7 @@ class TrainingArguments:
     @classmethod
     def from_json(cls, path: str | Path) -> TrainingArguments:
         """Read arguments from a JSON object whose keys are the field names (``"num_views": 8``)."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            msg = f"Cannot read training arguments from {path}: {e}"
-            raise ValueError(msg) from e
-        if not isinstance(data, dict):
-            msg = f"{path} must hold a JSON object of training arguments."
-            raise ValueError(msg)
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path, "training arguments"))
 
     # ---------------------------------------------------------------------------------------- CLI
     @classmethod
@@ -369,14 +360,23 @@ def dataclass_from_namespace(cls: type, namespace: argparse.Namespace) -> Any:
     config = getattr(namespace, "config", None)
     if config is None:
         return cls(**given)
-    path = Path(config)
+    data = read_json_object(config, "arguments")
+    unknown = sorted(set(data) - names)
+    if unknown:
+        msg = f"{config} must be a JSON object of known arguments; unknown: {unknown}."
+        raise ValueError(msg)
+    return cls(**{**data, **given})
+
+
+def read_json_object(path: str | Path, what: str) -> dict[str, Any]:
+    """The JSON object in ``path``; a ``ValueError`` naming ``what`` when it cannot be read or is not an object."""
+    path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
-        msg = f"Cannot read arguments from {path}: {e}"
+        msg = f"Cannot read {what} from {path}: {e}"
         raise ValueError(msg) from e
-    unknown = sorted(set(data) - names) if isinstance(data, dict) else []
-    if not isinstance(data, dict) or unknown:
-        msg = f"{path} must be a JSON object of known arguments; unknown: {unknown}."
+    if not isinstance(data, dict):
+        msg = f"{path} must hold a JSON object of {what}."
         raise ValueError(msg)
-    return cls(**{**data, **given})
+    return data

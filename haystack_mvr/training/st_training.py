@@ -45,6 +45,7 @@ from sentence_transformers import (
 )
 from sentence_transformers.base.sampler import BatchSamplers
 from torch import nn
+from transformers import TrainerCallback
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.training.arguments import TrainingArguments
@@ -58,6 +59,7 @@ from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ResumedLearningRateCallback",
     "build_loss",
     "build_trainer",
     "build_training_arguments",
@@ -291,7 +293,30 @@ def build_trainer(
         add_temperature_callback(trainer, callback)
     if hasattr(loss, "view_stats"):
         add_temperature_callback(trainer, ViewStatsCallback(loss))
+    trainer.add_callback(ResumedLearningRateCallback())
     return trainer
+
+
+class ResumedLearningRateCallback(TrainerCallback):
+    """
+    On resume, set the optimizer's learning rate to this run's schedule at the resumed step.
+
+    transformers rebuilds the scheduler for this run's ``max_steps`` and restores its step from the checkpoint, but
+    the optimizer's learning rate comes back as the checkpoint's, which the interrupted run's schedule set: resumed
+    with a larger ``max_steps`` after a finished linear decay, the first resumed step trained at rate 0 (the
+    scheduler's own rate takes over from the second). Resumed with the same arguments this changes nothing.
+    """
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's wrapper, if any
+        if not state.global_step or optimizer is None or not hasattr(scheduler, "lr_lambdas"):
+            return
+        rates = [
+            base * f(scheduler.last_epoch) for base, f in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
+        ]
+        for group, rate in zip(optimizer.param_groups, rates, strict=True):
+            group["lr"] = rate
+        scheduler._last_lr = rates  # what the trainer logs as learning_rate
 
 
 def _has_checkpoint(output_dir: str) -> bool:

@@ -204,8 +204,8 @@ def test_gathered_documents_put_each_query_at_its_own_positive(monkeypatch):
 
     monkeypatch.setattr(common, "all_gather_padded", gather)
     monkeypatch.setattr(common, "get_rank", lambda: 1)
-    _, _, _, positive_index = common.embed_views(VectorsAsModel(), features([2, 3]), gather_across_devices=True)
-    assert positive_index.tolist() == [2, 3]
+    *_, positive_index, exclude = common.embed_views(VectorsAsModel(), features([2, 3]), gather_across_devices=True)
+    assert positive_index.tolist() == [2, 3] and exclude is None  # no input_ids here: nothing to compare
     loss = MultiViewGlobalLocalLoss(VectorsAsModel(), lambda_local=0.1, temperature=0.5, gather_across_devices=True)
     rank_one = sum(loss(features([2, 3])).values())
     flat_views, flat_mask = docs.transpose(0, 1).reshape(8, 3, 4), masks.transpose(0, 1).reshape(8, 3)

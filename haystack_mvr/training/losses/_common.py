@@ -1,11 +1,41 @@
-"""Shape checks and score helpers shared by the multi-view losses (private)."""
+"""What the multi-view tensor losses share: the ``lambda_local`` weighting, shape checks, score helpers (private)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from haystack_mvr.modeling.scoring import max_over_views, view_scores
+from haystack_mvr.training.losses.output import LossOutput
+
+
+class WeightedLocalLoss(nn.Module):
+    """
+    A loss whose :meth:`parts` gives ``(contrastive loss, local term, winning view)``: the loss is
+    ``contrastive + lambda_local * local``. :meth:`forward` and :meth:`compute` take the arguments of :meth:`parts`.
+    """
+
+    def __init__(self, *, lambda_local: float) -> None:
+        super().__init__()
+        if lambda_local < 0:
+            msg = f"lambda_local must be non-negative, got {lambda_local}."
+            raise ValueError(msg)
+        self.lambda_local = lambda_local
+
+    def parts(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
+        raise NotImplementedError
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        """The scalar loss (the arguments of :meth:`parts`)."""
+        return self.compute(*args, **kwargs).loss
+
+    def compute(self, *args: Any, **kwargs: Any) -> LossOutput:
+        """Like :meth:`forward`, but returns the loss with its parts and the positives' winning views."""
+        contrastive, local_loss, winning_view = self.parts(*args, **kwargs)
+        loss = contrastive + self.lambda_local * local_loss if self.lambda_local else contrastive
+        return LossOutput(loss, contrastive.detach(), local_loss.detach(), winning_view.detach())
 
 
 def check_inputs(query: Tensor, doc_views: Tensor, view_mask: Tensor, positive_index: Tensor, temperature: float):

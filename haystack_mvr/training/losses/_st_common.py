@@ -17,7 +17,7 @@ def embed_views(
     *,
     mini_batch_size: int | None = None,
     gather_across_devices: bool = False,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
     """
     Embed a ``(query, positive, negative_1, ..., negative_n)`` batch of a ``MultiVectorEncoder`` trainer.
 
@@ -28,8 +28,10 @@ def embed_views(
     :param sentence_features: One feature dict per column, as sentence-transformers' trainer hands them to a loss.
     :param mini_batch_size: Rows per document forward (sentence-transformers' ``embed_columns_padded``).
     :param gather_across_devices: Gather the documents of every process (DDP) as negatives for every query.
-    :returns: ``query (B, d)``, ``doc_views (C * B', K, d)``, ``view_mask (C * B', K)`` and ``positive_index (B,)``,
-        the documents column by column (all positives first), ``B'`` the batch over all processes when gathering.
+    :returns: ``query (B, d)``, ``doc_views (C * B', K, d)``, ``view_mask (C * B', K)``, ``positive_index (B,)``
+        and ``exclude`` (``(B, C * B')`` bool or ``None``), the documents column by column (all positives first),
+        ``B'`` the batch over all processes when gathering. ``exclude`` is set only when gathering: another
+        process's copies of a query's own positive (:func:`copies_of_positives`), left out of its denominator.
     :raises ValueError: if the batch has no document column or a query has more than one vector.
     """
     features = [dict(f) for f in sentence_features]
@@ -48,6 +50,8 @@ def embed_views(
     query = query_vectors[:, 0]
     batch_size = query.shape[0]
 
+    # the documents' tokens, read before the forward (which may replace a feature's attention_mask by its views')
+    tokens = [token_rows(f) for f in features[1:]] if gather_across_devices else []
     embeddings, masks = embed_columns_padded(model, features[1:], mini_batch_size, task_default="document")
     if gather_across_devices:
         gathered = [all_gather_padded(e, m, with_grad=True) for e, m in zip(embeddings, masks, strict=True)]
@@ -58,7 +62,38 @@ def embed_views(
     view_mask = stacked_mask.transpose(0, 1).reshape(columns * stacked.shape[0], views).bool()
     offset = get_rank() * batch_size if gather_across_devices else 0
     positive_index = torch.arange(batch_size, device=query.device) + offset
-    return query, doc_views, view_mask, positive_index
+    exclude = copies_of_positives(tokens, positive_index) if gather_across_devices else None
+    return query, doc_views, view_mask, positive_index, exclude
+
+
+def token_rows(features: dict[str, Any]) -> Tensor | None:
+    """A column's tokens, one row a text: ``input_ids + 1`` with 0 for padding (``None`` without ``input_ids``)."""
+    if "input_ids" not in features:
+        return None
+    ids = features["input_ids"].long()
+    mask = features.get("attention_mask")
+    return ids + 1 if mask is None else (ids + 1) * mask.bool()
+
+
+def copies_of_positives(tokens: list[Tensor | None], positive_index: Tensor) -> Tensor | None:
+    """
+    ``(B, C * B')`` bool: the gathered documents whose tokens (:func:`token_rows` of each document column, gathered
+    here) are those of a query's own positive, the positive itself left out; ``None`` without tokens.
+
+    The no-duplicates batch sampler keeps a text out of two rows of one process's batch only. Under DDP another
+    process's batch may hold the same passage (squad-mv has several questions per paragraph, and one question's hard
+    negative can be another's positive): gathered, it would be a negative of the query it answers.
+    """
+    if not tokens or any(t is None for t in tokens):
+        return None
+    columns = [all_gather_padded(t[..., None], t > 0)[0][..., 0] for t in tokens]
+    width = max(c.shape[1] for c in columns)
+    rows = torch.cat([nn.functional.pad(c, (0, width - c.shape[1])) for c in columns])  # column by column
+    _, text = torch.unique(rows, dim=0, return_inverse=True)  # equal token rows, equal numbers
+    text = text.to(positive_index.device)
+    exclude = text[None] == text[positive_index][:, None]
+    exclude[torch.arange(len(positive_index), device=exclude.device), positive_index] = False
+    return exclude
 
 
 class ViewStats:
@@ -136,8 +171,11 @@ class MultiViewLoss(nn.Module):
     def lambda_local(self) -> float:
         return self.loss.lambda_local
 
-    def embed(self, sentence_features: Iterable[dict[str, Any]]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """The batch's query vectors, document views, view mask and each query's positive (``embed_views``)."""
+    def embed(
+        self, sentence_features: Iterable[dict[str, Any]]
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        """The batch's query vectors, document views, view mask, each query's positive and the documents to leave
+        out of its denominator (``embed_views``)."""
         return embed_views(
             self.model,
             sentence_features,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from haystack_mvr.training.losses._common import check_inputs, positive_view_scores, scores_and_logits
-from haystack_mvr.training.losses.output import LossOutput
+from haystack_mvr.training.losses._common import (
+    WeightedLocalLoss,
+    check_inputs,
+    positive_view_scores,
+    scores_and_logits,
+)
 
 
-class AnswerViewLoss(nn.Module):
+class AnswerViewLoss(WeightedLocalLoss):
     r"""
     CAMVR Eq. 13: the positive is scored by the view of the snippet that holds the answer, negatives by their best view.
 
@@ -30,51 +34,7 @@ class AnswerViewLoss(nn.Module):
     """
 
     def __init__(self, *, lambda_local: float = 0.0) -> None:
-        super().__init__()
-        if lambda_local < 0:
-            msg = f"lambda_local must be non-negative, got {lambda_local}."
-            raise ValueError(msg)
-        self.lambda_local = lambda_local
-
-    def forward(
-        self,
-        query: Tensor,
-        doc_views: Tensor,
-        view_mask: Tensor,
-        positive_index: Tensor,
-        answer_view: Tensor,
-        temperature: float = 1.0,
-        exclude: Tensor | None = None,
-    ) -> Tensor:
-        """
-        :param query: ``(B, d)`` query vectors.
-        :param doc_views: ``(N, K, d)`` view vectors of every document of the batch.
-        :param view_mask: ``(N, K)`` bool, ``False`` for padding views.
-        :param positive_index: ``(B,)`` long, the row of ``doc_views`` holding each query's positive.
-        :param answer_view: ``(B,)`` long, the positive's answer view, ``-1`` where unknown (best view used).
-        :param temperature: ``tau`` (MVR Eq. 8).
-        :param exclude: Optional ``(B, N)`` bool: documents left out of a query's denominator.
-        :returns: The scalar loss.
-        :raises ValueError: if an answer view is out of range or a padding view.
-        """
-        return self.compute(query, doc_views, view_mask, positive_index, answer_view, temperature, exclude).loss
-
-    def compute(
-        self,
-        query: Tensor,
-        doc_views: Tensor,
-        view_mask: Tensor,
-        positive_index: Tensor,
-        answer_view: Tensor,
-        temperature: float = 1.0,
-        exclude: Tensor | None = None,
-    ) -> LossOutput:
-        """Like :meth:`forward`, but returns the loss with its parts and the positives' winning (best) views."""
-        global_loss, local_loss, winning_view = self.parts(
-            query, doc_views, view_mask, positive_index, answer_view, temperature, exclude
-        )
-        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
-        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+        super().__init__(lambda_local=lambda_local)
 
     def parts(
         self,
@@ -86,7 +46,20 @@ class AnswerViewLoss(nn.Module):
         temperature: float = 1.0,
         exclude: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """``(Eq. 13 loss, local term, best view)`` with the gradient kept (the local term before ``lambda_local``)."""
+        """
+        ``(Eq. 13 loss, local term, best view)`` with the gradient kept (the local term before ``lambda_local``);
+        calling the loss (``forward``) gives the scalar loss and :meth:`compute` a :class:`LossOutput` (its
+        ``winning_view`` the positive's best view), from these arguments.
+
+        :param query: ``(B, d)`` query vectors.
+        :param doc_views: ``(N, K, d)`` view vectors of every document of the batch.
+        :param view_mask: ``(N, K)`` bool, ``False`` for padding views.
+        :param positive_index: ``(B,)`` long, the row of ``doc_views`` holding each query's positive.
+        :param answer_view: ``(B,)`` long, the positive's answer view, ``-1`` where unknown (best view used).
+        :param temperature: ``tau`` (MVR Eq. 8).
+        :param exclude: Optional ``(B, N)`` bool: documents left out of a query's denominator.
+        :raises ValueError: if an answer view is out of range or a padding view.
+        """
         check_inputs(query, doc_views, view_mask, positive_index, temperature)
         if answer_view.shape != positive_index.shape:
             msg = f"answer_view must be (B,) = {tuple(positive_index.shape)}, got {tuple(answer_view.shape)}."

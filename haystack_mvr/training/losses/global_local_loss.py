@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from haystack_mvr.training.losses._common import check_inputs, positive_view_scores, scores_and_logits
-from haystack_mvr.training.losses.output import LossOutput
+from haystack_mvr.training.losses._common import (
+    WeightedLocalLoss,
+    check_inputs,
+    positive_view_scores,
+    scores_and_logits,
+)
 
 
-class GlobalLocalLoss(nn.Module):
+class GlobalLocalLoss(WeightedLocalLoss):
     r"""
     MVR Eq. 5: ``L = L_global + lambda_local * L_local``, averaged over the queries of a batch.
 
@@ -35,48 +39,7 @@ class GlobalLocalLoss(nn.Module):
     """
 
     def __init__(self, *, lambda_local: float = 0.01) -> None:
-        super().__init__()
-        if lambda_local < 0:
-            msg = f"lambda_local must be non-negative, got {lambda_local}."
-            raise ValueError(msg)
-        self.lambda_local = lambda_local
-
-    def forward(
-        self,
-        query: Tensor,
-        doc_views: Tensor,
-        view_mask: Tensor,
-        positive_index: Tensor,
-        temperature: float = 1.0,
-        exclude: Tensor | None = None,
-    ) -> Tensor:
-        """
-        :param query: ``(B, d)`` query vectors.
-        :param doc_views: ``(N, K, d)`` view vectors of every document of the batch (positives and negatives).
-        :param view_mask: ``(N, K)`` bool, ``False`` for padding views (they never change a score).
-        :param positive_index: ``(B,)`` long, the row of ``doc_views`` holding each query's positive.
-        :param temperature: ``tau`` of Eq. 8.
-        :param exclude: Optional ``(B, N)`` bool: documents left out of a query's denominator (e.g. a duplicate of
-            its positive gathered from another process). Never set it on a query's own positive.
-        :returns: The scalar loss.
-        """
-        return self.compute(query, doc_views, view_mask, positive_index, temperature, exclude).loss
-
-    def compute(
-        self,
-        query: Tensor,
-        doc_views: Tensor,
-        view_mask: Tensor,
-        positive_index: Tensor,
-        temperature: float = 1.0,
-        exclude: Tensor | None = None,
-    ) -> LossOutput:
-        """Like :meth:`forward`, but returns the loss with its parts and the positives' winning views."""
-        global_loss, local_loss, winning_view = self.parts(
-            query, doc_views, view_mask, positive_index, temperature, exclude
-        )
-        loss = global_loss + self.lambda_local * local_loss if self.lambda_local else global_loss
-        return LossOutput(loss, global_loss.detach(), local_loss.detach(), winning_view.detach())
+        super().__init__(lambda_local=lambda_local)
 
     def parts(
         self,
@@ -87,7 +50,18 @@ class GlobalLocalLoss(nn.Module):
         temperature: float = 1.0,
         exclude: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """``(L_global, L_local, winning view)`` with the gradient kept (``L_local`` before ``lambda_local``)."""
+        """
+        ``(L_global, L_local, winning view)`` with the gradient kept (``L_local`` before ``lambda_local``); calling
+        the loss (``forward``) gives the scalar loss and :meth:`compute` a :class:`LossOutput`, from these arguments.
+
+        :param query: ``(B, d)`` query vectors.
+        :param doc_views: ``(N, K, d)`` view vectors of every document of the batch (positives and negatives).
+        :param view_mask: ``(N, K)`` bool, ``False`` for padding views (they never change a score).
+        :param positive_index: ``(B,)`` long, the row of ``doc_views`` holding each query's positive.
+        :param temperature: ``tau`` of Eq. 8.
+        :param exclude: Optional ``(B, N)`` bool: documents left out of a query's denominator (e.g. a duplicate of
+            its positive gathered from another process). Never set it on a query's own positive.
+        """
         check_inputs(query, doc_views, view_mask, positive_index, temperature)
         scores, logits, _ = scores_and_logits(query, doc_views, view_mask, temperature, exclude)
         global_loss = F.cross_entropy(logits, positive_index)

@@ -65,7 +65,7 @@ class MultiViewAnswerViewLoss(MultiViewLoss):
                 "haystack_mvr.training.MultiViewDataCollator (or name the column 'label')."
             )
             raise ValueError(msg)
-        query, doc_views, view_mask, positive_index = self.embed(sentence_features)
+        query, doc_views, view_mask, positive_index, exclude = self.embed(sentence_features)
         answer_view = labels.to(device=query.device, dtype=torch.long).reshape(-1)
         if bool((answer_view >= doc_views.shape[1]).any()):
             msg = f"answer_view must be below the model's {doc_views.shape[1]} views, got {answer_view.tolist()}."
@@ -74,7 +74,7 @@ class MultiViewAnswerViewLoss(MultiViewLoss):
         real = view_mask[positive_index].gather(1, answer_view.clamp(min=0)[:, None])[:, 0]
         answer_view = torch.where(real, answer_view, torch.full_like(answer_view, -1))
         loss, local_loss, winning_view = self.loss.parts(
-            query, doc_views, view_mask, positive_index, answer_view, self.temperature
+            query, doc_views, view_mask, positive_index, answer_view, self.temperature, exclude
         )
         self.view_stats.add(winning_view, doc_views.shape[1], answer_view)
         return {"answer_view_loss": loss, "local_loss": self.lambda_local * local_loss}

@@ -18,8 +18,9 @@ class MultiViewGlobalLocalLoss(MultiViewLoss):
     Takes the model like sentence-transformers' losses and plugs into ``MultiVectorEncoderTrainer``. A batch is
     ``(query, positive, negative_1, ..., negative_n)`` text columns (the negatives optional): every document of the
     batch (all positives and hard negatives, over all processes with ``gather_across_devices``) is a negative of
-    every other query, the in-batch negatives of DPR and MVR. Documents are scored by their best real view
-    (Eq. 4: MaxSim of a one-vector query), padding views never count.
+    every other query, the in-batch negatives of DPR and MVR; another process's copy of a query's own positive is
+    left out of its denominator (the no-duplicates sampler sees one process's batch only). Documents are scored by
+    their best real view (Eq. 4: MaxSim of a one-vector query), padding views never count.
 
     **Temperature.** ``tau`` is the attribute :attr:`temperature`; MVR's annealing (Eq. 8,
     ``tau = max(0.3, exp(-0.1 t))`` per epoch) is :class:`~haystack_mvr.training.AnnealedTemperatureCallback`,
@@ -70,9 +71,9 @@ class MultiViewGlobalLocalLoss(MultiViewLoss):
         :param labels: Unused (a label or ``answer_view`` column is ignored by this loss).
         :returns: ``{"global_loss": ..., "local_loss": ...}``, scalars whose sum is Eq. 5.
         """
-        query, doc_views, view_mask, positive_index = self.embed(sentence_features)
+        query, doc_views, view_mask, positive_index, exclude = self.embed(sentence_features)
         global_loss, local_loss, winning_view = self.loss.parts(
-            query, doc_views, view_mask, positive_index, self.temperature
+            query, doc_views, view_mask, positive_index, self.temperature, exclude
         )
         self.view_stats.add(winning_view, doc_views.shape[1])
         return {"global_loss": global_loss, "local_loss": self.lambda_local * local_loss}
