@@ -392,13 +392,21 @@ def part_io(args) -> None:
     cpu: dict[str, list[float]] = {o: [] for o in ops}
     loads = []
     docs = embedded_documents(vectors)  # as the embedders attach the views; the store does not change them
-    for _ in range(args.io_repeats):  # write and add interleaved
-        store = FaissMultiViewDocumentStore(embedding_dim=DIM)
-        writer = DocumentWriter(document_store=store)
-        timed_both(lambda writer=writer, docs=docs: writer.run(documents=docs), wall["write"], cpu["write"])
-        del writer
-        raw = faiss.IndexFlatIP(DIM)
-        timed_both(lambda raw=raw, vectors=vectors: raw.add(vectors), wall["add"], cpu["add"])
+    store = raw = None
+    for n in range(args.io_repeats):  # write and add interleaved, in alternating order, each from the same memory
+        for op in ("write", "add") if n % 2 == 0 else ("add", "write"):
+            if op == "write":
+                store = None
+                gc.collect()
+                store = FaissMultiViewDocumentStore(embedding_dim=DIM)
+                writer = DocumentWriter(document_store=store)
+                timed_both(lambda writer=writer, docs=docs: writer.run(documents=docs), wall["write"], cpu["write"])
+                del writer
+            else:
+                raw = None
+                gc.collect()
+                raw = faiss.IndexFlatIP(DIM)
+                timed_both(lambda raw=raw, vectors=vectors: raw.add(vectors), wall["add"], cpu["add"])
         loads.append(os.getloadavg()[0])
     del vectors, docs
     gc.collect()

@@ -72,8 +72,8 @@ class PackedViews(str):
     def __new__(cls, matrix: np.ndarray) -> PackedViews:
         """Pack ``matrix`` (converted to float32); use :func:`attach_views` to put views on a document."""
         values = np.asarray(matrix, dtype=_LITTLE_ENDIAN_F4)
-        if values.ndim != 2:
-            msg = f"PackedViews needs a (k, d) matrix, got shape {values.shape}."
+        if values.ndim != 2 or not values.shape[0] or not values.shape[1]:
+            msg = f"PackedViews needs a non-empty (k, d) matrix, got shape {values.shape}."
             raise ValueError(msg)
         raw = values.tobytes()
         text = f"float32:{values.shape[0]}x{values.shape[1]}:{base64.b64encode(raw).decode('ascii')}"

@@ -43,6 +43,7 @@ from haystack_mvr.views import (
 logger = logging.getLogger(__name__)
 
 _SCALARS = (str, int, float, bool, type(None))
+_FLOAT32 = np.dtype(np.float32)
 _TAKEN_KEYS = frozenset((VIEWS_KEY, SPANS_KEY, ENCODER_KEY))  # never stay in a stored meta
 
 
@@ -481,17 +482,15 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         for doc in documents:
             doc_meta = doc.meta
             raw = doc_meta.get(VIEWS_KEY)
-            if type(raw) is PackedViews:
-                raw = raw.matrix  # what the embedders attach: already a float32 matrix
-            if (
+            if type(raw) is PackedViews or (
                 type(raw) is np.ndarray
-                and raw.dtype == np.float32
+                and raw.dtype is _FLOAT32
                 and raw.ndim == 2
                 and raw.shape[0]
                 and raw.shape[1]
                 and raw.flags.c_contiguous
             ):
-                views = raw
+                views = raw.matrix if type(raw) is PackedViews else raw  # a packed matrix is C-contiguous float32
                 raw_spans = doc_meta.get(SPANS_KEY)
                 spans = None
                 if raw_spans is not None:
@@ -513,21 +512,22 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     raise ValueError(msg)
             embedding = doc.embedding
             if views is not None:
+                k, d = views.shape
                 if dim is None:
-                    dim = views.shape[1]
-                elif views.shape[1] != dim:
+                    dim = d
+                elif d != dim:
                     msg = (
-                        f"Document {doc.id!r} has {views.shape[1]}-dimensional vectors but the store holds "
+                        f"Document {doc.id!r} has {d}-dimensional vectors but the store holds "
                         f"{dim}-dimensional ones; nothing of this batch was written."
                     )
                     raise ValueError(msg)
-                if len(views) > MAX_VIEWS:
-                    msg = f"Document {doc.id!r} has {len(views)} views; a document can have at most {MAX_VIEWS}."
+                if k > MAX_VIEWS:
+                    msg = f"Document {doc.id!r} has {k} views; a document can have at most {MAX_VIEWS}."
                     raise ValueError(msg)
-                if embedding is not None and len(embedding) != views.shape[1]:
+                if embedding is not None and len(embedding) != d:
                     msg = (
                         f"Document {doc.id!r}: its embedding has {len(embedding)} dimensions but its views have "
-                        f"{views.shape[1]}; nothing of this batch was written."
+                        f"{d}; nothing of this batch was written."
                     )
                     raise ValueError(msg)
                 if embedding is not None and embedding_repeats_first_view(embedding, doc_meta.get(VIEWS_KEY), views):
