@@ -16,9 +16,9 @@ import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
-from haystack.utils.filters import document_matches_filter
 
 from haystack_mvr.document_stores import gpu_index, metadata_queries, persistence
+from haystack_mvr.document_stores.compiled_filters import compile_filter
 from haystack_mvr.document_stores.inputs import document_id_list, document_list, gc_paused
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import (
@@ -466,7 +466,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         if "operator" not in filters and "conditions" not in filters:
             msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
             raise ValueError(msg)
-        return [d for d in self._documents.values() if document_matches_filter(filters=filters, document=d)]
+        match = compile_filter(filters)  # parsed once; same results and errors as document_matches_filter
+        return [d for d in self._documents.values() if match(d)]
 
     def _prepare(self, documents: list[Document]) -> tuple[list[tuple[Document, np.ndarray | None]], dict | None]:
         """Validate a batch and split each document into what is stored and its views; nothing is changed.
