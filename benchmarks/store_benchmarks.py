@@ -203,9 +203,10 @@ def _save_filtered(args, views: int, n_docs: int, rows: list[dict], factories: l
         f"{views:,} views ({n_docs:,} documents x {K}), d={DIM}, top_k=10, {args.queries} queries, 1 FAISS thread, "
         f"keep_vectors=False, train_size={args.train_size:,}; filters `meta.bucket < b` matching 0.1%, 1% and 10% "
         "of the documents. For each filter the unfiltered and the filtered search run interleaved on the same "
-        "index. Latency includes Haystack's filter evaluation over every document (`document_matches_filter`), "
-        "which the unfiltered search does not pay. On main, the issue measured 0 documents for PQ/OPQ/IVF-PQ, 0-1 "
-        "for IVF16,Flat and 1 for HNSW32 with 6 matching documents and top_k=5.",
+        "index. Latency includes evaluating the filter over every document (the store's `compile_filter`, "
+        "Haystack's semantics; `store_filter_eval.md`), which the unfiltered search does not pay. On main, the "
+        "issue measured 0 documents for PQ/OPQ/IVF-PQ, 0-1 for IVF16,Flat and 1 for HNSW32 with 6 matching "
+        "documents and top_k=5.",
         "",
         f"Machine: {os.cpu_count()} shared cores, 1-minute load average {min(loads):.1f}-{max(loads):.1f} during "
         "the run (other jobs beside it): compare latencies within a row.",
