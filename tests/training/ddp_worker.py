@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from haystack_mvr.training.arguments import TrainingArguments
-from haystack_mvr.training.data import Passage, TrainingExample
+from haystack_mvr.training.data import TrainingExample
 from haystack_mvr.training.st_dataset import build_st_dataset
 from haystack_mvr.training.st_training import build_trainer, load_model, snippet_layout
+from tests.training.conftest import toy_examples
 
 WORDS = ["cat", "dog", "horse", "river", "piano", "apple", "ship", "castle"]
 STEPS = 3  # 8 questions / (2 processes x 2) = 2 steps an epoch: the third starts the second epoch
@@ -26,19 +27,7 @@ BATCH = 2
 
 
 def examples() -> list[TrainingExample]:
-    texts = [f"Nothing happens. The {w} is here. A {w} again." for w in WORDS]
-    passages = [Passage(f"p{i}", w.title(), text) for i, (w, text) in enumerate(zip(WORDS, texts, strict=True))]
-    return [
-        TrainingExample(
-            f"q{i}",
-            f"where is the {w}?",
-            passages[i],
-            (w,),
-            passages[i].text.index(w),
-            hard_negatives=(passages[(i + 3) % len(WORDS)],),
-        )
-        for i, w in enumerate(WORDS)
-    ]
+    return toy_examples(WORDS, "Nothing happens. The {w} is here. A {w} again.", (3,))
 
 
 def fingerprint(vectors: torch.Tensor) -> list[float]:

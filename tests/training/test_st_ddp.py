@@ -2,20 +2,17 @@
 
 import json
 import math
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.training.conftest import torchrun
+
 pytest.importorskip("datasets")
 st = pytest.importorskip("sentence_transformers", minversion="6")
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
-REPO = Path(__file__).resolve().parents[2]
 MODES = ("mvr", "camvr")
 
 
@@ -23,25 +20,7 @@ MODES = ("mvr", "camvr")
 def ddp_run(trainable_backbone, tmp_path_factory) -> Path:
     """One torchrun launch trains both modes (the processes import torch and transformers once)."""
     out = tmp_path_factory.mktemp("ddp")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(port),
-        str(WORKER),
-        str(trainable_backbone),
-        str(out),
-        *MODES,
-    ]
-    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = torchrun(str(WORKER), str(trainable_backbone), str(out), *MODES)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 

@@ -253,32 +253,14 @@ def test_gradcache_and_bf16_through_build_trainer(trainable_backbone, tmp_path):
 def test_ddp_under_torchrun_gathers_and_counts_both_processes(trainable_backbone, tmp_path):
     """`torchrun --nproc-per-node 2 ... train --mode snippet` on the CPU (gloo): transformers runs the DDP."""
     pytest.importorskip("datasets")
-    import os
-    import socket
-    import subprocess
-    import sys
+    from tests.training.conftest import torchrun
 
     data = toy_squad_mv(tmp_path / "toy")  # 12 questions on 12 passages
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = tmp_path / "ddp"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(port),
-        "-m",
-        "haystack_mvr.cli.main",
-        *snippet_argv(trainable_backbone, data, out, "--num-bm25-negatives", "0", "--num-hard-negatives", "0"),
-    ]
-    command[command.index("--batch-size") + 1] = "2"
-    command[command.index("--num-views") + 1] = "2"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    argv = snippet_argv(trainable_backbone, data, out, "--num-bm25-negatives", "0", "--num-hard-negatives", "0")
+    argv[argv.index("--batch-size") + 1] = "2"
+    argv[argv.index("--num-views") + 1] = "2"
+    done = torchrun("-m", "haystack_mvr.cli.main", *argv)
     assert done.returncode == 0, done.stderr[-3000:]
     logged = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     # 12 questions / (2 processes x 2) = 3 steps; each step's positives of both processes are counted

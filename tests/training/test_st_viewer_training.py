@@ -14,26 +14,14 @@ from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
 from haystack_mvr.training.st_dataset import build_st_dataset  # noqa: E402
 from haystack_mvr.training.st_training import build_trainer, load_model, model_mode, snippet_layout  # noqa: E402
 from haystack_mvr.views import document_views  # noqa: E402
+from tests.training.conftest import toy_examples  # noqa: E402
 
 WORDS = ["cat", "dog", "horse", "river", "mountain", "piano", "guitar", "apple"]
 TEXTS = ["The cat is here. Nothing else happens. A cat again.", "A rocket flies.", "One. Two. Three. Four."]
 
 
-def toy_examples() -> list[TrainingExample]:
-    passages = [
-        Passage(f"p{i}", w.title(), f"Nothing else happens. The {w} is here. A {w} again.") for i, w in enumerate(WORDS)
-    ]
-    return [
-        TrainingExample(
-            f"q{i}",
-            f"where is the {w}?",
-            passages[i],
-            (w,),
-            passages[i].text.index(w),
-            hard_negatives=(passages[(i + 1) % len(WORDS)], passages[(i + 3) % len(WORDS)]),
-        )
-        for i, w in enumerate(WORDS)
-    ]
+def viewer_examples() -> list[TrainingExample]:
+    return toy_examples(WORDS, "Nothing else happens. The {w} is here. A {w} again.", (1, 3))
 
 
 def arguments(backbone, tmp_path, **options) -> TrainingArguments:
@@ -61,7 +49,7 @@ def arguments(backbone, tmp_path, **options) -> TrainingArguments:
 def dataset_for(model):
     layout = snippet_layout(model)
     return build_st_dataset(
-        toy_examples(),
+        viewer_examples(),
         num_negatives=1,
         num_snippets=layout[0] if layout else None,
         first_snippet_view=layout[1] if layout else 1,
