@@ -72,11 +72,18 @@ def _raiser(message: Callable[[], str], before: Predicate | None = None) -> Pred
     return fail
 
 
+def _missing_key(cond: dict, keys: tuple[str, str]) -> Predicate | None:
+    """Haystack's error for the first of ``keys`` that ``cond`` lacks (raised when a document reaches it)."""
+    for key in keys:
+        if key not in cond:
+            return _raiser(lambda key=key: f"'{key}' key missing in {cond}")
+    return None
+
+
 def _logic(cond: dict) -> Predicate:
-    if "operator" not in cond:
-        return _raiser(lambda: f"'operator' key missing in {cond}")
-    if "conditions" not in cond:
-        return _raiser(lambda: f"'conditions' key missing in {cond}")
+    missing = _missing_key(cond, ("operator", "conditions"))
+    if missing is not None:
+        return missing
     op, subs = cond["operator"], cond["conditions"]
     if type(op) is not str or type(subs) not in (list, tuple):
         return lambda doc: document_matches_filter(cond, doc)
@@ -105,10 +112,9 @@ def _logic(cond: dict) -> Predicate:
 
 
 def _comparison(cond: dict) -> Predicate:
-    if "operator" not in cond:
-        return _raiser(lambda: f"'operator' key missing in {cond}")
-    if "value" not in cond:
-        return _raiser(lambda: f"'value' key missing in {cond}")
+    missing = _missing_key(cond, ("operator", "value"))
+    if missing is not None:
+        return missing
     field, op, fv = cond["field"], cond["operator"], cond["value"]
     if type(field) is not str or type(op) is not str:
         return lambda doc: document_matches_filter(cond, doc)
