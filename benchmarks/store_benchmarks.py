@@ -235,16 +235,16 @@ def _save_filtered(args, views: int, n_docs: int, rows: list[dict], factories: l
 
 
 def part_filtered_merge(args) -> None:
-    """One ``store_filtered`` table from the rows of ``store_filtered.json`` and ``store_filtered_part2.json`` (index
-    types measured by a second process beside the first, same sizes and settings), in README order."""
-    parts = [json.loads((RESULTS / f"store_{n}.json").read_text()) for n in ("filtered", "filtered_part2")]
+    """One ``store_<--filtered-name>`` table from the rows of the ``--merge`` results (same sizes and settings), in
+    README order; an index type measured again in a later file replaces its earlier rows."""
+    parts = [json.loads((RESULTS / f"store_{n}.json").read_text()) for n in args.merge]
     if len({p["views"] for p in parts}) != 1:
         raise SystemExit("the two runs measured different sizes")
     rows = [r for p in parts for r in p["rows"]]
     by_index: dict[str, list[dict]] = {}
     for r in rows:
         by_index.setdefault(r["index"], []).append(r)
-    merged = [r for f in FILTERED_FACTORIES if f in by_index for r in by_index[f][:3]]
+    merged = [r for f in FILTERED_FACTORIES if f in by_index for r in by_index[f][-3:]]
     views = parts[0]["views"]
     _save_filtered(args, views, views // K, merged, list(FILTERED_FACTORIES))
 
@@ -651,6 +651,9 @@ def main() -> None:
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--indexes", nargs="+", default=None, help="filtered: only these index factories")
     parser.add_argument("--filtered-name", default="filtered", help="filtered: results file store_<name>")
+    parser.add_argument(
+        "--merge", nargs="+", default=["filtered", "filtered_part2"], help="filtered_merge: results to merge, in order"
+    )
     args = parser.parse_args()
     faiss.omp_set_num_threads(1)
     try:

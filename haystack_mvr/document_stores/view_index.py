@@ -289,7 +289,8 @@ class ViewIndex:
     def _reconstruct(self, labels: np.ndarray) -> np.ndarray:
         if len(labels) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._index.reconstruct_batch(labels)
+        rows = _reconstruct_rotated(self._index, labels)
+        return rows if rows is not None else self._index.reconstruct_batch(labels)
 
     def rows_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(labels, vectors)`` of every row of ``keys``, grouped by key in the given order."""
@@ -604,6 +605,28 @@ def first_non_finite(matrices: list[np.ndarray]) -> int | None:
             if not np.isfinite(m).all():
                 return lo + i
     return None
+
+
+def _reconstruct_rotated(index: faiss.Index, labels: np.ndarray) -> np.ndarray | None:
+    """Rows behind an orthonormal linear pre-transform (OPQ), decoded in its space and rotated back in one matrix
+    product: FAISS reverses the transform one row at a time (366 ms for 10k rows of ``OPQ48,PQ48`` at d=384, against
+    11 ms to decode and 41 ms to rotate). ``None`` where that does not apply (the caller asks FAISS)."""
+    ids = labels
+    if isinstance(index, faiss.IndexIDMap2):
+        id_map = faiss.rev_swig_ptr(index.id_map.data(), index.id_map.size())
+        ids = np.searchsorted(id_map, labels)  # the store appends labels in increasing order and removal keeps it
+        if not len(id_map) or ids.max() >= len(id_map) or not np.array_equal(id_map[ids], labels):
+            return None
+        index = faiss.downcast_index(index.index)
+    if not isinstance(index, faiss.IndexPreTransform):
+        return None
+    chain = [faiss.downcast_VectorTransform(index.chain.at(i)) for i in range(index.chain.size())]
+    if not all(isinstance(t, faiss.LinearTransform) and t.is_orthonormal and not t.have_bias for t in chain):
+        return None
+    rows = faiss.downcast_index(index.index).reconstruct_batch(ids)
+    for transform in reversed(chain):  # x -> A x with orthonormal rows of A is reversed by y -> A^T y
+        rows = rows @ faiss.vector_to_array(transform.A).reshape(transform.d_out, transform.d_in)
+    return np.ascontiguousarray(rows, dtype=np.float32)
 
 
 def _reserve(index: faiss.Index, rows: int) -> None:

@@ -7,7 +7,7 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.view_index import MAX_VIEWS
+from haystack_mvr.document_stores.view_index import MAX_VIEWS, _reconstruct_rotated, labels_of
 from haystack_mvr.views import attach_views, document_views
 
 DIM = 16
@@ -161,3 +161,32 @@ def test_search_on_documents_without_vectors_warns(caplog):
     with caplog.at_level("WARNING"):
         assert store.search(np.ones(DIM), top_k=3) == []
     assert "no vectors" in caplog.text
+
+
+@pytest.mark.parametrize("factory", ["OPQ4,PQ4", "OPQ4,IVF4,PQ4", "OPQ4_8,PQ4"])
+def test_opq_rows_are_rotated_back_in_one_product_and_equal_faiss(factory):
+    # FAISS reverses OPQ one row at a time; the store decodes in the rotated space and rotates back in one product
+    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False, train_size=600)
+    store.write_documents(docs(unit_views(400, 0)))
+    store.delete_documents([f"d{i}" for i in range(0, 400, 3)])
+    store.write_documents(docs(unit_views(50, 1), start=400))
+    index = store._views.faiss_index
+    keys = np.array(sorted(store._views._counts))
+    labels = np.concatenate([labels_of(int(k), store._views._counts[int(k)]) for k in keys])
+    rotated = _reconstruct_rotated(index, labels)
+    assert rotated is not None
+    np.testing.assert_allclose(rotated, index.reconstruct_batch(labels), atol=1e-5)
+    hit = store.search(rotated[5], top_k=1, filters={"field": "id", "operator": "in", "value": ["d1", "d2", "d4"]})
+    assert len(hit) == 1  # a filtered search scores these few views from the rotated reconstruction
+
+
+def test_rotated_reconstruction_falls_back_where_it_does_not_apply():
+    pq = faiss.IndexIDMap2(faiss.index_factory(DIM, "PQ4", faiss.METRIC_INNER_PRODUCT))
+    data = unit_views(300, 2, views=1)[:, 0]
+    pq.train(data)
+    pq.add_with_ids(data, np.arange(300, dtype=np.int64))
+    assert _reconstruct_rotated(pq, np.arange(5, dtype=np.int64)) is None  # no pre-transform: FAISS's own
+    opq = faiss.IndexIDMap2(faiss.index_factory(DIM, "OPQ4,PQ4", faiss.METRIC_INNER_PRODUCT))
+    opq.train(data)
+    opq.add_with_ids(data, np.arange(300, dtype=np.int64)[::-1].copy())  # labels not in increasing order
+    assert _reconstruct_rotated(opq, np.array([3, 7], dtype=np.int64)) is None
