@@ -371,12 +371,15 @@ class ViewIndex:
         rows = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
         return rows, faiss.rev_swig_ptr(self._index.id_map.data(), n)
 
-    def _params(self, selector: faiss.IDSelector | None):
+    def _params(self, selector: faiss.IDSelector | None, allowed_share: float = 1.0):
         if selector is None:
             return None
         if self._hnsw:
-            hnsw = faiss.downcast_index(self._index.index)
-            return faiss.SearchParametersHNSW(sel=selector, efSearch=hnsw.hnsw.efSearch)
+            # HNSW walks the whole graph but keeps allowed rows only: a filter admitting a share s of the rows keeps
+            # about s * efSearch candidates, so the walk is widened by 1 / s (at most 16x) to keep the index's recall
+            ef = faiss.downcast_index(self._index.index).hnsw.efSearch
+            ef = int(min(16 * ef, math.ceil(ef / max(allowed_share, 1e-9))))
+            return faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
         if self._ivf:
             ivf = faiss.extract_index_ivf(self._index)
             return faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe, max_codes=ivf.max_codes)
@@ -431,7 +434,8 @@ class ViewIndex:
             elif len(tombstones):
                 inner = faiss.IDSelectorBatch(tombstones)
                 selector = faiss.IDSelectorNot(inner)
-        params = self._params(selector)
+        share = len(allowed_labels) / max(1, index.ntotal) if allowed_labels is not None else 1.0
+        params = self._params(selector, share)
         limit = index.ntotal  # never stop widening before the whole index was searched
         if selector is not None and allowed_labels is not None:
             limit = min(limit, len(allowed_labels))

@@ -1,5 +1,6 @@
 import dataclasses
 
+import faiss
 import numpy as np
 import pytest
 from haystack import Document
@@ -369,3 +370,17 @@ def test_pq_skips_polysemous_training_and_ranks_the_same(factory):
     scores = reference.sa_decode(reference.sa_encode(rows)) @ query  # the same codes ranked by reconstruction
     best = scores.reshape(300, 2).max(axis=1)
     assert ours == [str(i) for i in np.argsort(-best)[:10]]
+
+
+def test_filtered_hnsw_widens_its_walk_by_the_inverse_of_the_allowed_share():
+    # HNSW keeps only allowed rows of the efSearch candidates it walks: a 10% filter walks 10x as far (at most 16x)
+    rng = np.random.default_rng(3)
+    store = FaissMultiViewDocumentStore(index_factory="HNSW16", search_parameters={"efSearch": 32})
+    views = rng.standard_normal((400, 2, 8)).astype(np.float32)
+    store.write_documents([Document(id=f"h{i}", meta={VIEWS_KEY: v, "b": i % 10}) for i, v in enumerate(views)])
+    index = store._views
+    selector = faiss.IDSelectorBatch(np.arange(3, dtype=np.int64))
+    assert index._params(selector, 0.1).efSearch == 320
+    assert index._params(selector, 0.001).efSearch == 512 and index._params(selector, 1.0).efSearch == 32
+    hits = store.search(views[7][0], top_k=5, filters={"field": "meta.b", "operator": "==", "value": 7})
+    assert len(hits) == 5 and hits[0].id == "h7"
