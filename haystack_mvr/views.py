@@ -6,7 +6,7 @@ Haystack's ``Document`` has a single ``embedding``. A multi-view document carrie
   matrix as one JSON string ``"float32:{k}x{d}:{base64}"`` with the decoded read-only matrix kept beside it. A
   string keeps ``Document`` what Haystack requires (JSON-serialisable meta, ``==``, ``to_dict``/``from_dict``),
   and it is immutable, so Haystack's deep copy of every component's inputs and the store's write take the matrix
-  as it is instead of copying and converting ``k * d`` Python floats (``benchmarks/results/views_transport.md``).
+  as it is instead of copying and converting ``k * d`` Python floats (``benchmarks/results/store_transport.md``).
   A store also takes a ``list[list[float]]``, a numpy matrix, or the packed string read back from JSON. The
   store takes this key off on write and keeps every view as one index row; it never stays in the stored ``meta``.
   Read it with :func:`document_views`, never ``len()`` (a packed value is a string).

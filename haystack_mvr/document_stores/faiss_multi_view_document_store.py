@@ -531,7 +531,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                         f"{d}; nothing of this batch was written."
                     )
                     raise ValueError(msg)
-                if embedding is not None and embedding_repeats_first_view(embedding, doc_meta.get(VIEWS_KEY), views):
+                if embedding is not None and embedding_repeats_first_view(embedding, raw, views):
                     # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
                     # view 0, which the embedders set as ``embedding`` anyway.
                     embedding = None
@@ -547,16 +547,20 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
-            self._views = ViewIndex(
-                dim,
-                self.index_factory,
-                self.search_parameters,
-                self.keep_vectors,
-                train_size=self.train_size,
-                gpu_device=self.gpu_device,
-            )
+            self._views = self._new_view_index(dim)
             self.embedding_dim = self.embedding_dim or dim
         return self._views
+
+    def _new_view_index(self, dim: int) -> ViewIndex:
+        """An empty view index with this store's settings (also what a load fills)."""
+        return ViewIndex(
+            dim,
+            self.index_factory,
+            self.search_parameters,
+            self.keep_vectors,
+            train_size=self.train_size,
+            gpu_device=self.gpu_device,
+        )
 
     def _remove(self, ids: list[str]) -> None:
         if not ids:

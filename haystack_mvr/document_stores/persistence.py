@@ -284,7 +284,7 @@ def _check_and_build(
     if meta["rows"] == 0 and index is None:
         views = None
         if dim is not None:
-            views = _new_views(store, dim)
+            views = store._new_view_index(dim)
         return views
     if dim is None:
         raise _corrupt(where, "manifest.json", "has rows but no dimension")
@@ -292,7 +292,7 @@ def _check_and_build(
         raise _corrupt(where, "held.npy", f"has shape {held.shape}, expected ({meta['held_rows']}, {dim}) float32")
     has_rows = counts > 0
     live = list(zip(keys[has_rows].tolist(), counts[has_rows].tolist(), strict=True))
-    views = _new_views(store, dim)
+    views = store._new_view_index(dim)
     by_key: dict[int, np.ndarray] = {}
     if len(held):
         if len(held) != meta["rows"]:
@@ -330,14 +330,3 @@ def _check_and_build(
 def _sorted(labels: np.ndarray) -> np.ndarray:
     """``labels`` sorted; one comparison pass when they already are (rows written in key order, the usual case)."""
     return labels if len(labels) < 2 or bool((labels[1:] > labels[:-1]).all()) else np.sort(labels)
-
-
-def _new_views(store: FaissMultiViewDocumentStore, dim: int) -> ViewIndex:
-    return ViewIndex(
-        dim,
-        store.index_factory,
-        store.search_parameters,
-        store.keep_vectors,
-        train_size=store.train_size,
-        gpu_device=store.gpu_device,
-    )
