@@ -144,7 +144,8 @@ class MultiViewHaystackTests(
 
     def test_write_documents(self, document_store):
         """No policy means ``FAIL``: a duplicate id raises, ``SKIP`` skips it, ``OVERWRITE`` replaces it."""
-        docs = [Document(id="1", content="a"), Document(id="2", content="b", embedding=[0.1, 0.2])]
+        # 4 dimensions: a PQ with 4 sub-quantizers (the contract's PQ, OPQ and IVF-PQ stores) cannot split 2
+        docs = [Document(id="1", content="a"), Document(id="2", content="b", embedding=[0.1, 0.2, 0.3, 0.4])]
         assert document_store.write_documents(docs) == 2
         assert sorted(d.id for d in document_store.filter_documents()) == ["1", "2"]
         with pytest.raises(DuplicateDocumentError):
