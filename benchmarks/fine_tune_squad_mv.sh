@@ -9,8 +9,11 @@
 #   MODELS="mean-single-vector snippet" bash benchmarks/fine_tune_squad_mv.sh   # the mean-pooled pair
 #   MODELS="mean-single-vector snippet" EXTRA="--normalize --temperature 0.05" bash benchmarks/fine_tune_squad_mv.sh
 #       # ... with all-MiniLM-L6-v2's own scoring (cosine, tau 0.05): where multi-view wins (results/fine_tuning)
+#   ROUND1=runs RUNS=runs-r2 EXTRA="--seed 43 ..." MODELS="mean-single-vector snippet" bash benchmarks/fine_tune_squad_mv.sh
+#       # a second round: each model mines its own hard negatives (`haystack-mvr mine-negatives`) and trains on from
+#       # its round-one checkpoint in ROUND1, with the mined passages added to its BM25 pool
 #
-# Environment: MODEL (default: the packaged all-MiniLM-L6-v2), DATA (default ../shared/data), RUNS (default
+# Environment: MODEL (default: the packaged all-MiniLM-L6-v2), ROUND1 (round-one runs to mine with and start from), DATA (default ../shared/data), RUNS (default
 # runs), EPOCHS (20), BATCH (128), LR (2e-5), VIEWER_POSITION (MVR, 0), PARALLEL (1), TRAIN (1), EVAL (1: `haystack-mvr eval --diagnostics`),
 # EXTRA (more training flags, e.g. "--max-steps 2"), MODELS (default "single-vector mvr camvr"; also
 # "mean-single-vector" and "snippet": the backbone's own mean pooling, one view vs a global view + 8 snippet views).
@@ -47,9 +50,23 @@ launch() {
 }
 wait_all() { for pid in "${pids[@]}"; do wait "$pid"; done; pids=(); }
 
+# Round two starts from each round-one model with the negatives that model mined (first: mine them all).
+declare -A init=()
+if [[ -n "${ROUND1:-}" ]]; then
+  for name in "${models[@]}"; do
+    launch "$RUNS/$name.mine.log" $PY -m haystack_mvr.cli.main mine-negatives --model "$ROUND1/$name" \
+      --data-dir "$DATA/squad-mv" --embed-title --num-negatives 30 --depth 100 --output "$RUNS/$name.negatives.jsonl"
+  done
+  wait_all
+  for name in "${models[@]}"; do
+    init[$name]="--model $ROUND1/$name --negatives-file $RUNS/$name.negatives.jsonl"
+  done
+fi
+
 for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do
   # shellcheck disable=SC2086
-  launch "$RUNS/$name.train.log" $PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} --output-dir "$RUNS/$name"
+  launch "$RUNS/$name.train.log" $PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} ${init[$name]:-} \
+    --output-dir "$RUNS/$name"
 done
 wait_all
 for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do tail -n 2 "$RUNS/$name.train.log"; done

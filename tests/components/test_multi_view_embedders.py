@@ -296,7 +296,6 @@ def test_retriever_refuses_a_query_encoder_the_store_was_not_built_with(tiny_bac
 @pytest.fixture(scope="module")
 def converted_checkpoints(tiny_backbone, tmp_path_factory):
     """The same CAMVR and MVR weights as a multi_view_config.json checkpoint and as a sentence-transformers folder."""
-    pytest.importorskip("sentence_transformers", minversion="6")
     from haystack_mvr.modeling.st_modules import save_multi_view_encoder
 
     pairs = {}

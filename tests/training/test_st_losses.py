@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from sentence_transformers.multi_vector_encoder import losses as st_losses
 from torch import nn
 
 from haystack_mvr.training import (
@@ -13,8 +14,6 @@ from haystack_mvr.training import (
     MultiViewAnswerViewLoss,
     MultiViewGlobalLocalLoss,
 )
-
-st_losses = pytest.importorskip("sentence_transformers.multi_vector_encoder.losses")
 
 # The fixed tensors of test_losses.py: d0, d1 (second view padding), d2, two views each.
 D0 = [[2.0, 0.0], [0.0, 1.0]]  # q0 scores 2, 0 | q1 scores 0, 1

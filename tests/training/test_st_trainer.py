@@ -4,11 +4,10 @@ import pytest
 import torch
 
 pytest.importorskip("datasets")  # sentence-transformers' trainer needs it (haystack-mvr[train])
-st = pytest.importorskip("sentence_transformers", minversion="6")
+import sentence_transformers as st
+from datasets import Dataset
 
-from datasets import Dataset  # noqa: E402
-
-from haystack_mvr.training import (  # noqa: E402
+from haystack_mvr.training import (
     AnnealedTemperatureCallback,
     MultiViewAnswerViewLoss,
     MultiViewDataCollator,

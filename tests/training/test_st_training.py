@@ -3,12 +3,11 @@
 import json
 
 import pytest
+import sentence_transformers as st
 
-st = pytest.importorskip("sentence_transformers", minversion="6")
-
-from haystack_mvr.training.arguments import TrainingArguments  # noqa: E402
-from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
-from haystack_mvr.training.st_training import (  # noqa: E402
+from haystack_mvr.training.arguments import TrainingArguments
+from haystack_mvr.training.data import Passage, TrainingExample
+from haystack_mvr.training.st_training import (
     build_training_arguments,
     is_multi_vector_folder,
     load_model,
