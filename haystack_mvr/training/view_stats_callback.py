@@ -11,8 +11,9 @@ from haystack_mvr.training.temperature_callback import add_to_log
 class ViewStatsCallback(TrainerCallback):
     """
     Adds to each training log line ``view_wins`` (per view: how many positives it won, ``argmax_i f_i(q, d+)``, since
-    the last line, summed over processes) and, for CAMVR's loss, ``answer_view_agreement`` (the share of positives
-    whose winning view is the answer view). One view winning everything is the collapse MVR's local loss prevents.
+    the last line, summed over processes) and, where the batches carry an ``answer_view`` column (CAMVR and snippet
+    models on squad-mv), ``answer_view_agreement`` (the share of positives whose winning view is the answer view).
+    One view winning everything is the collapse MVR's local loss prevents.
 
     :param loss: A :class:`~haystack_mvr.training.MultiViewGlobalLocalLoss` or
         :class:`~haystack_mvr.training.MultiViewAnswerViewLoss` (anything with ``view_stats``).

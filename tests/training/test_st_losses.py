@@ -86,6 +86,24 @@ def test_an_answer_view_masked_in_the_batch_counts_as_unknown():
         loss(batch(), torch.tensor([2, 0]))
 
 
+def test_global_local_loss_counts_how_often_the_answer_view_wins():
+    # q0's best view of d0 is view 0 (scores 2, 0), q1's of d2 is view 0 (scores 3, 0)
+    loss = MultiViewGlobalLocalLoss(VectorsAsModel(), lambda_local=0.01)
+    plain = loss(batch())["global_loss"]
+    labelled = loss(batch(), torch.tensor([1, 0]))["global_loss"]
+    assert labelled.item() == plain.item()  # the answer view is a diagnostic here, not part of the loss
+    assert loss.view_stats.pop() == {"view_wins": [4, 0], "answer_view_agreement": 0.5}
+    loss(batch(), torch.tensor([-1, 0]))  # unknown answer views are not counted
+    assert loss.view_stats.pop()["answer_view_agreement"] == 1.0
+    masked = batch()
+    masked[1]["mask"] = torch.tensor([[True, True], [True, False]])  # q1's answer view 1 is padding here
+    loss(masked, torch.tensor([1, 1]))
+    assert loss.view_stats.pop()["answer_view_agreement"] == 0.0
+    loss(batch(), torch.tensor([0.5, 1.0]))  # a score column is no answer view
+    loss(batch(), torch.tensor([-1, -1]))
+    assert loss.view_stats.pop() == {"view_wins": [4, 0]}
+
+
 @pytest.mark.parametrize("with_local", [False, True])
 def test_equal_to_the_tensor_losses_on_the_flattened_batch(with_local):
     torch.manual_seed(0)

@@ -191,6 +191,9 @@ def test_train_snippet_mode_from_the_cli_with_bm25_then_mined_negatives(trainabl
     ns = parser().parse_args([*again, *mined])
     assert ns.handler(ns) == 0
     assert (tmp_path / "round-two" / "modules.json").is_file()
+    # MVR's global-local loss (the default) counts the answer views too: the diagnostic of every snippet model
+    last = json.loads((tmp_path / "round-two" / "train_log.jsonl").read_text().splitlines()[-1])
+    assert "global_loss" in last and 0 <= last["answer_view_agreement"] <= 1
     assert is_multi_vector_folder(out) and not is_multi_vector_folder(trainable_backbone)
     with pytest.raises(ValueError, match="num_views 3, not 5"):  # a saved folder keeps its own number of views
         load_model(TrainingArguments(**{**BASE, "model": str(out)}, num_views=5))

@@ -183,6 +183,16 @@ class MultiViewLoss(nn.Module):
             gather_across_devices=self.gather_across_devices,
         )
 
+    @staticmethod
+    def answer_views(labels: Tensor, view_mask: Tensor, positive_index: Tensor) -> Tensor:
+        """``(B,)`` long: each positive's answer view from the ``answer_view`` labels, ``-1`` where it is unknown,
+        beyond the model's views, or a padding view in this batch (its snippet truncated away)."""
+        answer_view = labels.to(device=view_mask.device, dtype=torch.long).reshape(-1)
+        in_range = answer_view < view_mask.shape[1]
+        clamped = answer_view.clamp(min=0, max=view_mask.shape[1] - 1)
+        real = view_mask[positive_index].gather(1, clamped[:, None])[:, 0] & in_range
+        return torch.where(real, answer_view, torch.full_like(answer_view, -1))
+
     def get_config_dict(self) -> dict[str, Any]:
         return {
             "lambda_local": self.lambda_local,

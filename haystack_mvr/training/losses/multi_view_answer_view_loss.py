@@ -71,8 +71,7 @@ class MultiViewAnswerViewLoss(MultiViewLoss):
             msg = f"answer_view must be below the model's {doc_views.shape[1]} views, got {answer_view.tolist()}."
             raise ValueError(msg)
         # a snippet truncated away in this batch is a padding view: score that positive by its best view instead
-        real = view_mask[positive_index].gather(1, answer_view.clamp(min=0)[:, None])[:, 0]
-        answer_view = torch.where(real, answer_view, torch.full_like(answer_view, -1))
+        answer_view = self.answer_views(answer_view, view_mask, positive_index)
         loss, local_loss, winning_view = self.loss.parts(
             query, doc_views, view_mask, positive_index, answer_view, self.temperature, exclude
         )

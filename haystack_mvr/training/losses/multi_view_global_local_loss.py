@@ -68,14 +68,19 @@ class MultiViewGlobalLocalLoss(MultiViewLoss):
     def forward(self, sentence_features: Iterable[dict[str, Any]], labels: Tensor | None = None) -> dict[str, Tensor]:
         """
         :param sentence_features: The tokenized columns, query first (as the trainer passes them).
-        :param labels: Unused (a label or ``answer_view`` column is ignored by this loss).
+        :param labels: Not part of the loss. An integer ``answer_view`` column (each positive's answer view, ``-1``
+            when unknown, as :class:`~haystack_mvr.training.MultiViewDataCollator` hands it over) is counted in the
+            view statistics: how often the answer snippet's view is the one that wins.
         :returns: ``{"global_loss": ..., "local_loss": ...}``, scalars whose sum is Eq. 5.
         """
         query, doc_views, view_mask, positive_index, exclude = self.embed(sentence_features)
         global_loss, local_loss, winning_view = self.loss.parts(
             query, doc_views, view_mask, positive_index, self.temperature, exclude
         )
-        self.view_stats.add(winning_view, doc_views.shape[1])
+        answer_view = None
+        if labels is not None and not labels.is_floating_point() and labels.numel() == winning_view.numel():
+            answer_view = self.answer_views(labels, view_mask, positive_index)
+        self.view_stats.add(winning_view, doc_views.shape[1], answer_view)
         return {"global_loss": global_loss, "local_loss": self.lambda_local * local_loss}
 
     @property
