@@ -39,6 +39,9 @@ def _dense_label(name: str) -> str:
     fine_tuned = "fine-tuned" in name
     kind = "snippet multi-view" if ("snippet" in name or "multi-view" in name) else "single vector"
     how = "fine-tuned cos" if cosine else "fine-tuned IP" if fine_tuned else "zero-shot"
+    steps = re.search(r"(\d+(?: \+ \d+)?) CPU steps", name)  # the budget tells fine-tuned runs apart
+    how += f" {steps.group(1).replace(' ', '')} steps" if steps else ""
+    how += ", mined negatives" if "mined negatives" in name else ""
     return f"{kind}, {how}{suffix}"
 
 
