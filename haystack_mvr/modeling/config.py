@@ -31,7 +31,8 @@ class MultiViewConfig:
     :param doc_max_length: Document length in tokens, viewer and special tokens included.
     :param normalize: L2-normalise every vector (scores become cosines).
     :param tied: One backbone for queries and documents (``False``: two separately trained copies).
-    :param viewer_init: ``"random"`` (as in the paper) or ``"cls"`` (copy the ``[CLS]`` token embedding).
+    :param viewer_init: ``"random"`` (as in the paper) or ``"cls"`` (copy the ``[CLS]`` token embedding; refused
+        when new viewer tokens are added for several MVR viewers, whose views it would make identical).
     :param viewer_position: mvr: the position id all k viewers share; the document follows from
         ``viewer_position + 1``. The paper uses 0. On a backbone whose position 0 is an attention sink (every token
         there ends in the same state, e.g. all-MiniLM-L6-v2) the k views come out identical whatever their

@@ -61,7 +61,8 @@ class TrainingArguments:
     tied: bool | None = _arg(None, "Share one backbone between queries and documents (default on).", "model")
     viewer_init: Literal["random", "cls"] | None = _arg(
         None,
-        "Initialise viewer token embeddings randomly (paper) or from [CLS] (default random).",
+        "Initialise viewer token embeddings randomly (paper) or from [CLS] (default random). cls is refused for "
+        "several MVR viewers: copies of one token at one position stay identical views.",
         "model",
         choices=("random", "cls"),
     )

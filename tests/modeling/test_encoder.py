@@ -144,12 +144,28 @@ def test_config_validation():
         MultiViewConfig(mode="snippet", tied=False)
 
 
-def test_viewer_init_from_cls(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_init="cls")
+def test_viewer_init_from_cls(tiny_backbone, caplog):
+    with caplog.at_level("WARNING", logger="haystack_mvr.modeling.encoder"):
+        enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=2, viewer_init="cls")
+    assert "only their positions tell them apart" in caplog.text
     weights = enc.document_backbone.get_input_embeddings().weight
     ids = enc.tokenizer.convert_tokens_to_ids(["[VIE]", "[VIE_1]", "[VIE_2]"])
     for i in ids:
         torch.testing.assert_close(weights[i], weights[enc.tokenizer.cls_token_id])
+    single = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=1, viewer_init="cls")
+    weights = single.document_backbone.get_input_embeddings().weight
+    viewer, cls = single.tokenizer.convert_tokens_to_ids("[VIE_1]"), single.tokenizer.cls_token_id
+    torch.testing.assert_close(weights[viewer], weights[cls])
+
+
+def test_viewer_init_from_cls_is_refused_for_several_mvr_viewers(tiny_backbone):
+    # k copies of [CLS] at one shared position id are k identical views, whatever the training does.
+    with pytest.raises(ValueError, match="would stay identical"):
+        MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_init="cls")
+    from haystack_mvr.modeling.st_modules import ViewerTransformer
+
+    with pytest.raises(ValueError, match="would stay identical"):
+        ViewerTransformer(str(tiny_backbone), mode="mvr", num_views=3, viewer_position=1, viewer_init="cls")
 
 
 def test_max_over_views_ignores_masked_views():
