@@ -39,6 +39,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from sentence_transformers import MultiVectorEncoder
@@ -167,12 +168,14 @@ class SnippetViews(Module):
         sentences = features.pop(SENTENCES, None)
         batch = states.shape[0]
         num_views = 1 if task == "query" or sentences is None else self.num_snippets + 1
-        weights = torch.zeros(batch, num_views, states.shape[1], dtype=states.dtype, device=states.device)
-        view_mask = torch.zeros(batch, num_views, dtype=torch.bool, device=states.device)
-        spans = torch.full((batch, num_views, 2), -1, dtype=torch.long, device=states.device)
-        for b in range(batch):
-            length = int(mask[b].sum())
-            weights[b, 0, :length] = pooling_weights(length, self.pooling).to(states)
+        # Built in numpy and moved once: filled on a GPU element by element, they cost a kernel launch per write
+        # and a synchronisation per document (2.3x slower on an H100: benchmarks/snippet_views_speed.py).
+        weights = np.zeros((batch, num_views, states.shape[1]), dtype=np.float32)
+        view_mask = np.zeros((batch, num_views), dtype=bool)
+        spans = np.full((batch, num_views, 2), -1, dtype=np.int64)
+        for b, length in enumerate(mask.sum(dim=1).tolist()):
+            length = int(length)
+            weights[b, 0, :length] = pooling_weights(length, self.pooling).numpy()
             view_mask[b, 0] = True
             if num_views == 1:
                 continue
@@ -186,6 +189,8 @@ class SnippetViews(Module):
                     weights[b, v, lo:hi] = 1.0 / (hi - lo)
                     view_mask[b, v] = True
                     spans[b, v, 0], spans[b, v, 1] = start, end
+        weights = torch.from_numpy(weights).to(device=states.device, dtype=states.dtype)
+        view_mask, spans = torch.from_numpy(view_mask).to(states.device), torch.from_numpy(spans).to(states.device)
         views = torch.einsum("bvl,bld->bvd", weights, states)
         if self.normalize:
             views = F.normalize(views, dim=-1)
