@@ -251,7 +251,7 @@ def test_gradcache_and_bf16_through_build_trainer(trainable_backbone, tmp_path):
     assert "view_wins" not in logged[0]  # the library's loss keeps no view statistics
 
 
-@pytest.mark.slow  # about 75 s on 2 CPU cores: two processes each load torch, transformers and the model
+# About 10 s on 2 CPU cores (two processes each load torch, transformers and the model): in the default run.
 def test_ddp_under_torchrun_gathers_and_counts_both_processes(trainable_backbone, tmp_path):
     """`torchrun --nproc-per-node 2 ... train --mode snippet` on the CPU (gloo): transformers runs the DDP."""
     pytest.importorskip("datasets")
