@@ -4,7 +4,7 @@
 
 On a GPU the replaced version wrote each view's weights, mask and span into device tensors one element at a
 time: a kernel launch per write and a synchronisation per document (``int(mask[b].sum())``). The current one
-fills them on the CPU and moves them once. Random token states (batch x length x d) and random sentence spans;
+fills numpy arrays and moves them once. Random token states (batch x length x d) and random sentence spans;
 both versions are checked to give the same views, then timed alternately (median of --repeats, after a warm-up).
 Writes benchmarks/results/snippet_views_speed.{json,md}.
 """
@@ -104,12 +104,12 @@ def main() -> None:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    runs: dict[str, list[float]] = {"element by element (replaced)": [], "CPU-built, moved once (current)": []}
+    runs: dict[str, list[float]] = {"element by element (replaced)": [], "numpy-built, moved once (current)": []}
     for _ in range(3):
         timed(replaced), timed(current)
     for _ in range(args.repeats):
         runs["element by element (replaced)"].append(timed(replaced))
-        runs["CPU-built, moved once (current)"].append(timed(current))
+        runs["numpy-built, moved once (current)"].append(timed(current))
     medians = {name: statistics.median(times) for name, times in runs.items()}
     base = medians["element by element (replaced)"]
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"

@@ -169,7 +169,7 @@ class SnippetViews(Module):
         batch = states.shape[0]
         num_views = 1 if task == "query" or sentences is None else self.num_snippets + 1
         # Built in numpy and moved once: filled on a GPU element by element, they cost a kernel launch per write
-        # and a synchronisation per document (2.3x slower on an H100: benchmarks/snippet_views_speed.py).
+        # and a synchronisation per document (19.6x slower on an H100: benchmarks/snippet_views_speed.py).
         weights = np.zeros((batch, num_views, states.shape[1]), dtype=np.float32)
         view_mask = np.zeros((batch, num_views), dtype=bool)
         spans = np.full((batch, num_views, 2), -1, dtype=np.int64)
