@@ -104,12 +104,12 @@ def main() -> None:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    runs: dict[str, list[float]] = {"element by element (replaced)": [], "numpy-built, moved once (current)": []}
+    runs: dict[str, list[float]] = {"element by element (replaced)": [], "CPU-built, moved once (current)": []}
     for _ in range(3):
         timed(replaced), timed(current)
     for _ in range(args.repeats):
         runs["element by element (replaced)"].append(timed(replaced))
-        runs["numpy-built, moved once (current)"].append(timed(current))
+        runs["CPU-built, moved once (current)"].append(timed(current))
     medians = {name: statistics.median(times) for name, times in runs.items()}
     base = medians["element by element (replaced)"]
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
