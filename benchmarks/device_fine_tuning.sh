@@ -119,18 +119,21 @@ pipeline() {
   echo "round one: $S1 steps; $(date -u +%T)"
   round_one "$WORK/minilm" "$r1" "$S1"
   echo "round one done: $(date -u +%T)"
+  # The system names of benchmarks/results/squad-mv+20k.json.
+  local viewers="random viewers"
+  [[ ${VIEWER_INIT:-random} == cls ]] && viewers="[CLS]-initialised viewers"
   declare -A names=([mean-single-vector]="mean single vector" [snippet]="snippet multi-view"
-                    [mvr]="MVR k=8, viewer position 1," [camvr]="CAMVR n=8,")
+                    [mvr]="MVR k=8, viewer position 1, $viewers" [camvr]="CAMVR n=8, $viewers")
   for m in mean-single-vector snippet mvr camvr; do
     quality squad-mv+20k "$res/q1-20k-$m" "$WORK/minilm" --systems checkpoints \
-      --checkpoint "${names[$m]} fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
+      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
   done
   ROUND1=$r1 MODEL=$WORK/minilm RUNS=$r2 DATA=$DATA MODELS="mean-single-vector snippet" \
     EXTRA="$COSINE --seed 43 --max-steps $S2" bash benchmarks/fine_tune_squad_mv.sh > "$r2.pair.log" 2>&1
   echo "round two done: $(date -u +%T)"
   for m in mean-single-vector snippet; do
     quality squad-mv+20k "$res/q2-20k-$m" "$WORK/minilm" --systems checkpoints \
-      --checkpoint "${names[$m]} fine-tuned (cosine, $S1 + $S2 GPU steps x 128, mined negatives)=$r2/$m" &
+      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 + $S2 GPU steps x 128, mined negatives)=$r2/$m" &
   done
   wait
   echo "quality done: $(date -u +%T)"
