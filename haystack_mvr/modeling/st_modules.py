@@ -107,35 +107,61 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     """
     A sentence-transformers ``Transformer`` that, for documents, also finds each sentence's token range.
 
-    ``features["mvr_sentences"]``: per text, a list of ``(char_start, char_end, token_start, token_end)`` for its
-    sentences (token ranges into the truncated input; empty once past the max length). Queries are preprocessed
-    exactly as by ``Transformer`` (truncated at ``query_length``, documents at ``document_length``). Saved and
-    loaded like a ``Transformer``.
+    ``features["mvr_sentences"]``: ``(B, S, 4)`` long, per text its sentences' ``(char_start, char_end,
+    token_start, token_end)`` (token ranges into the truncated input; empty once past the max length), rows of zeros
+    after the last (:func:`sentence_rows`). A tensor, so that sentence-transformers' losses can embed several
+    document columns in one forward pass (they pad and concatenate tensors; a list would force a pass per column).
+    Queries are preprocessed exactly as by ``Transformer`` (truncated at ``query_length``, documents at
+    ``document_length``). Saved and loaded like a ``Transformer``.
     """
 
     def preprocess(self, inputs, prompt: str | None = None, processing_kwargs=None, **kwargs) -> dict[str, Any]:
         if kwargs.get("task") == "query" or not all(isinstance(text, str) for text in inputs):
             return super().preprocess(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
-        processing = dict(processing_kwargs or {})
-        processing["text"] = {**processing.get("text", {}), "return_offsets_mapping": True}
-        features = super().preprocess(inputs, prompt=prompt, processing_kwargs=processing, **kwargs)
-        offsets = features.pop("offset_mapping").tolist()
+        features = super().preprocess(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
+        # A fast tokenizer keeps each text's offsets in its encodings: asking for return_offsets_mapping instead
+        # would convert them to a tensor through Python lists, which cost more than the tokenization itself.
+        encodings = getattr(features, "encodings", None)
+        if encodings is None or len(encodings) != len(inputs):
+            processing = dict(processing_kwargs or {})
+            processing["text"] = {**processing.get("text", {}), "return_offsets_mapping": True}
+            features = super().preprocess(inputs, prompt=prompt, processing_kwargs=processing, **kwargs)
+            rows = zip(
+                features["input_ids"].tolist(),
+                features["attention_mask"].tolist(),
+                features.pop("offset_mapping").tolist(),
+                strict=True,
+            )
+        else:
+            rows = ((e.ids, e.attention_mask, e.offsets) for e in encodings)
         tokenizer = self.tokenizer
         sentences = []
-        for text, ids, mask, row in zip(
-            inputs, features["input_ids"].tolist(), features["attention_mask"].tolist(), offsets, strict=True
-        ):
+        for text, (ids, mask, offsets) in zip(inputs, rows, strict=True):
             text = (prompt or "") + text
             length = int(sum(mask))
             first = 1 if length and ids[0] == tokenizer.cls_token_id else 0
             last = length - 1 if length and ids[length - 1] == tokenizer.sep_token_id else length
-            starts = [o[0] for o in row[first:last]]
-            spans = []
-            for start, end in sentence_spans(text):
-                spans.append((start, end, first + bisect_left(starts, start), first + bisect_left(starts, end)))
-            sentences.append(spans)
-        features[SENTENCES] = sentences
+            starts = [o[0] for o in offsets[first:last]]
+            spans = sentence_spans(text)
+            sentences.append([(s, e, first + bisect_left(starts, s), first + bisect_left(starts, e)) for s, e in spans])
+        features[SENTENCES] = sentences_tensor(sentences)
         return features
+
+
+def sentences_tensor(sentences: list[list[tuple[int, int, int, int]]]) -> Tensor:
+    """``(B, S, 4)`` long: each text's sentence rows, zero rows after its last (a sentence is never empty)."""
+    out = torch.zeros((len(sentences), max(map(len, sentences), default=0), 4), dtype=torch.long)
+    for b, rows in enumerate(sentences):
+        if rows:
+            out[b, : len(rows)] = torch.tensor(rows, dtype=torch.long)
+    return out
+
+
+def sentence_rows(sentences: Tensor | list) -> list[list[tuple[int, int, int, int]]]:
+    """The sentence rows of :func:`sentences_tensor` (or such lists, returned as they are), padding left out."""
+    if not isinstance(sentences, Tensor):
+        return [[tuple(row) for row in rows] for rows in sentences]
+    return [[tuple(row) for row in rows if row[1] > row[0]] for rows in sentences.tolist()]
 
 
 class SnippetViews(Module):
@@ -166,6 +192,7 @@ class SnippetViews(Module):
         states: Tensor = features["token_embeddings"]
         mask: Tensor = features["attention_mask"]
         sentences = features.pop(SENTENCES, None)
+        sentences = None if sentences is None else sentence_rows(sentences)
         batch = states.shape[0]
         num_views = 1 if task == "query" or sentences is None else self.num_snippets + 1
         # Built in numpy and moved once: filled on a GPU element by element, they cost a kernel launch per write
@@ -179,11 +206,11 @@ class SnippetViews(Module):
             view_mask[b, 0] = True
             if num_views == 1:
                 continue
-            sentence_rows = sentences[b]
-            merged = merge_to_n([(s, e) for s, e, _, _ in sentence_rows], self.num_snippets)
+            rows_of_text = sentences[b]
+            merged = merge_to_n([(s, e) for s, e, _, _ in rows_of_text], self.num_snippets)
             for v, (start, end) in enumerate(merged, start=1):
                 # a snippet is consecutive sentences: its tokens run from its first sentence's to its last's
-                inside = [(lo, hi) for s, e, lo, hi in sentence_rows if start <= s and e <= end]
+                inside = [(lo, hi) for s, e, lo, hi in rows_of_text if start <= s and e <= end]
                 lo, hi = inside[0][0], inside[-1][1]
                 if hi > lo:
                     weights[b, v, lo:hi] = 1.0 / (hi - lo)
