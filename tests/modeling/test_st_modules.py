@@ -242,3 +242,29 @@ def test_a_sentence_transformers_loss_trains_the_viewer_tokens(tiny_backbone, mo
     grad = model[0].auto_model.get_input_embeddings().weight.grad
     ids = model.tokenizer.convert_tokens_to_ids([QUERY_VIEWER, *viewer_tokens(3)])
     assert torch.isfinite(loss) and (grad[ids].norm(dim=1) > 0).all()
+
+
+def test_snippet_document_columns_share_one_forward_pass_with_the_same_views(snippet_checkpoint):
+    """A training step's positive and negative columns concatenate (sentence ranges are a padded tensor), and the
+    views of the merged pass are those of a pass per column, padding sentences left out."""
+    import torch
+    from sentence_transformers.base.losses.merged_forward import merge_feature_batches
+
+    from haystack_mvr.modeling.st_modules import SENTENCES, sentence_rows
+
+    model = st.MultiVectorEncoder(str(snippet_checkpoint), device="cpu", trust_remote_code=True)
+    model.eval()
+    positives = model.preprocess(TEXTS[:2], task="document")  # 3 and 1 sentences
+    negatives = model.preprocess([TEXTS[2], ""], task="document")  # 5 and none
+    assert positives[SENTENCES].shape[1:] == (3, 4) and negatives[SENTENCES].shape[1:] == (5, 4)
+    merged = merge_feature_batches([positives, negatives])
+    assert merged is not None, "the document columns no longer merge: each gets its own forward pass"
+    assert sentence_rows(merged[SENTENCES]) == sentence_rows(positives[SENTENCES]) + sentence_rows(negatives[SENTENCES])
+    assert sentence_rows(negatives[SENTENCES])[1] == []
+    with torch.no_grad():
+        together = model(dict(merged), task="document")
+        apart = [model(dict(f), task="document") for f in (positives, negatives)]
+    views = torch.cat([a["token_embeddings"] for a in apart])
+    mask = torch.cat([a["attention_mask"] for a in apart])
+    assert torch.equal(together["attention_mask"], mask)
+    torch.testing.assert_close(together["token_embeddings"][mask], views[mask], atol=1e-5, rtol=1e-5)
