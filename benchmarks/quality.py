@@ -217,6 +217,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--questions", type=Path, default=None, help="Questions in squad-mv train.jsonl format.")
     parser.add_argument("--model", default=None, help="Backbone for the zero-shot systems (default: packaged MiniLM).")
+    parser.add_argument("--model-name", default="MiniLM", help="How the zero-shot systems' names call --model.")
     parser.add_argument(
         "--checkpoint", action="append", default=[], metavar="NAME=DIR", help="Trained multi-view model."
     )
@@ -291,7 +292,7 @@ def main() -> None:
     if "single-vector" in systems:
         st_query, st_inputs, seconds = st_single_vector_system(docs, model, args.batch_size)
         measure(
-            "MiniLM single-vector (sentence-transformers + InMemoryEmbeddingRetriever)",
+            f"{args.model_name} single-vector (sentence-transformers + InMemoryEmbeddingRetriever)",
             st_query,
             st_inputs,
             "retriever",
@@ -299,7 +300,7 @@ def main() -> None:
         )
         del st_query
 
-    multi_view = {"MiniLM snippet-pooled multi-view (zero-shot)": model} if "snippet" in systems else {}
+    multi_view = {f"{args.model_name} snippet-pooled multi-view (zero-shot)": model} if "snippet" in systems else {}
     for spec in args.checkpoint if systems & {"checkpoints", "hybrid"} else []:
         name, _, path = spec.rpartition("=")
         multi_view[name] = path
