@@ -23,7 +23,7 @@
 #                                          # also .gpu-mpnet1/ .. .gpu-mpnet4/: mpnet as float16 in four parts
 #                                          # (upcast there: cosine >= 0.9999993 with float32 on 100 paragraphs
 #                                          # and 50 questions, the same top-1 paragraph for every question)
-#   smoke (carry .gpu), then:
+#   bash benchmarks/device_fine_tuning.sh install   # carry .gpu: install only (smoke also runs 15 steps of each model)
 #   S1=225 bash benchmarks/device_fine_tuning.sh start-viewers 60   # carry .gpu2: MVR / CAMVR round one, detached
 #   bash benchmarks/device_fine_tuning.sh wait 30 viewers           # carry .gpu-mpnet1, then 2, then 3 (one a call)
 #   S1=225 bash benchmarks/device_fine_tuning.sh start-mpnet 480    # carry .gpu-mpnet4: assemble mpnet, run the pair
@@ -283,6 +283,7 @@ save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/$name-fp16.sa
 case ${1:-} in
   prepare) prepare ;;
   smoke) stash; smoke ;;
+  install) stash; setup ;;
   start)
     stash
     setup
@@ -314,6 +315,6 @@ case ${1:-} in
     ;;
   mpnet_pipeline) mpnet_pipeline ;;
   wait) stash; wait_report "${2:-480}" "${3:-pipeline}" ;;
-  *) echo "usage: $0 prepare | smoke | start [seconds] | wait [seconds] [pipeline|viewers|mpnet]" \
+  *) echo "usage: $0 prepare | install | smoke | start [seconds] | wait [seconds] [pipeline|viewers|mpnet]" \
        "| start-viewers [seconds] | start-mpnet [seconds]"; exit 2 ;;
 esac
