@@ -26,7 +26,6 @@ import json
 import platform
 import random
 import statistics
-import time
 import types
 from bisect import bisect_left
 from datetime import datetime, timezone
@@ -36,6 +35,7 @@ import torch
 from packaged_model import packaged_minilm
 from sentence_transformers.base.losses.merged_forward import column_merging_disabled
 from sentence_transformers.base.modules import Transformer
+from timing import alternate
 
 from haystack_mvr.modeling import st_modules
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
@@ -87,26 +87,6 @@ def squad_rows(data: Path, count: int, seed: int = 0) -> list[dict[str, str]]:
         negative = rng.choice([i for i in rng.sample(ids, 3) if i != q["positive_id"]])
         rows.append({"query": q["question"], "positive": corpus[q["positive_id"]], "negative_1": corpus[negative]})
     return rows
-
-
-def timed(fn, device: str) -> float:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-def alternate(variants: dict, repeats: int, device: str) -> dict[str, list[float]]:
-    for fn in variants.values():
-        fn()
-    runs: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            runs[name].append(timed(fn, device))
-    return runs
 
 
 def table(runs: dict[str, list[float]], baseline: str | None) -> list[str]:

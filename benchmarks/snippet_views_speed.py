@@ -17,12 +17,12 @@ import json
 import platform
 import random
 import statistics
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from timing import alternate
 
 from haystack_mvr.modeling.inputs import pooling_weights
 from haystack_mvr.modeling.snippets import merge_to_n
@@ -95,21 +95,12 @@ def main() -> None:
     difference = float((new_views - old_views).abs().max())
     assert difference < 1e-5, difference
 
-    def timed(fn) -> float:
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
-
-    runs: dict[str, list[float]] = {"element by element (replaced)": [], "CPU-built, moved once (current)": []}
-    for _ in range(3):
-        timed(replaced), timed(current)
-    for _ in range(args.repeats):
-        runs["element by element (replaced)"].append(timed(replaced))
-        runs["CPU-built, moved once (current)"].append(timed(current))
+    runs = alternate(
+        {"element by element (replaced)": replaced, "CPU-built, moved once (current)": current},
+        args.repeats,
+        args.device,
+        warmup=3,
+    )
     medians = {name: statistics.median(times) for name, times in runs.items()}
     base = medians["element by element (replaced)"]
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
