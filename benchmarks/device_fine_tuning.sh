@@ -97,14 +97,31 @@ save_file({k: v.float().contiguous() for k, v in sd.items()}, '$dst.tmp/model.sa
 minilm() { assemble "$CARRY/model" minilm; }
 
 COSINE="--normalize --temperature 0.05"
-# Round one of every model, started at once; $1: backbone, $2: runs dir, $3: steps.
-round_one() {
+# Round one of the mean-pooled pair, and of MVR (viewer position 1) and CAMVR; $1: backbone, $2: runs dir, $3: steps.
+pair_round_one() {
   MODEL=$1 RUNS=$2 DATA=$DATA MODELS="mean-single-vector snippet" EXTRA="$COSINE --max-steps $3" \
-    bash benchmarks/fine_tune_squad_mv.sh > "$2.pair.log" 2>&1 &
+    bash benchmarks/fine_tune_squad_mv.sh > "$2.pair.log" 2>&1
+}
+viewers_round_one() {
   MODEL=$1 RUNS=$2 DATA=$DATA MODELS="mvr camvr" VIEWER_POSITION=1 \
     EXTRA="$COSINE --viewer-init ${VIEWER_INIT:-random} --max-steps $3" \
-    bash benchmarks/fine_tune_squad_mv.sh > "$2.viewers.log" 2>&1 &
+    bash benchmarks/fine_tune_squad_mv.sh > "$2.viewers.log" 2>&1
+}
+round_one() {  # all four at once
+  pair_round_one "$@" &
+  viewers_round_one "$@" &
   wait
+}
+
+system_name() {  # $1: a model of fine_tune_squad_mv.sh; its system name in benchmarks/results/squad-mv+20k.json
+  local viewers="random viewers"
+  [[ ${VIEWER_INIT:-random} == cls ]] && viewers="[CLS]-initialised viewers"
+  case $1 in
+    mean-single-vector) echo "mean single vector" ;;
+    snippet) echo "snippet multi-view" ;;
+    mvr) echo "MVR k=8, viewer position 1, $viewers" ;;
+    camvr) echo "CAMVR n=8, $viewers" ;;
+  esac
 }
 
 quality() {  # $1: tier, $2: output dir, $3: backbone, then quality.py arguments
@@ -138,21 +155,16 @@ pipeline() {
   echo "round one: $S1 steps; $(date -u +%T)"
   round_one "$WORK/minilm" "$r1" "$S1"
   echo "round one done: $(date -u +%T)"
-  # The system names of benchmarks/results/squad-mv+20k.json.
-  local viewers="random viewers"
-  [[ ${VIEWER_INIT:-random} == cls ]] && viewers="[CLS]-initialised viewers"
-  declare -A names=([mean-single-vector]="mean single vector" [snippet]="snippet multi-view"
-                    [mvr]="MVR k=8, viewer position 1, $viewers" [camvr]="CAMVR n=8, $viewers")
   for m in mean-single-vector snippet mvr camvr; do
     quality squad-mv+20k "$res/q1-20k-$m" "$WORK/minilm" --systems checkpoints \
-      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
+      --checkpoint "$(system_name $m), fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
   done
   ROUND1=$r1 MODEL=$WORK/minilm RUNS=$r2 DATA=$DATA MODELS="mean-single-vector snippet" \
     EXTRA="$COSINE --seed 43 --max-steps $S2" bash benchmarks/fine_tune_squad_mv.sh > "$r2.pair.log" 2>&1
   echo "round two done: $(date -u +%T)"
   for m in mean-single-vector snippet; do
     quality squad-mv+20k "$res/q2-20k-$m" "$WORK/minilm" --systems checkpoints \
-      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 + $S2 GPU steps x 128, mined negatives)=$r2/$m" &
+      --checkpoint "$(system_name $m), fine-tuned (cosine, $S1 + $S2 GPU steps x 128, mined negatives)=$r2/$m" &
   done
   wait
   echo "quality done: $(date -u +%T)"
@@ -169,13 +181,11 @@ viewers_pipeline() {
   local r1=$WORK/viewers-r1 res=$WORK/results m
   mkdir -p "$res"
   echo "viewers round one: $S1 steps; $(date -u +%T)"
-  MODEL=$WORK/minilm RUNS=$r1 DATA=$DATA MODELS="mvr camvr" VIEWER_POSITION=1 \
-    EXTRA="$COSINE --viewer-init random --max-steps $S1" bash benchmarks/fine_tune_squad_mv.sh > "$r1.log" 2>&1
+  viewers_round_one "$WORK/minilm" "$r1" "$S1"
   echo "viewers trained: $(date -u +%T)"
-  declare -A names=([mvr]="MVR k=8, viewer position 1, random viewers" [camvr]="CAMVR n=8, random viewers")
   for m in mvr camvr; do
     quality squad-mv+20k "$res/viewers-20k-$m" "$WORK/minilm" --systems checkpoints \
-      --checkpoint "${names[$m]}, fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
+      --checkpoint "$(system_name $m), fine-tuned (cosine, $S1 GPU steps x 128)=$r1/$m" &
   done
   wait
   echo "viewers done: $(date -u +%T)"
@@ -194,14 +204,13 @@ mpnet_pipeline() {
   local r1=$WORK/mpnet-r1 res=$WORK/results m
   mkdir -p "$res"
   echo "mpnet round one: $S1 steps; $(date -u +%T)"
-  MODEL=$WORK/mpnet RUNS=$r1 DATA=$DATA MODELS="mean-single-vector snippet" BATCH=${BATCH:-128} \
-    EXTRA="$COSINE --max-steps $S1" bash benchmarks/fine_tune_squad_mv.sh > "$r1.log" 2>&1
+  pair_round_one "$WORK/mpnet" "$r1" "$S1"
   echo "mpnet trained: $(date -u +%T)"
   local trained="fine-tuned (cosine, $S1 GPU steps x ${BATCH:-128})"
   quality squad-mv+20k "$res/mpnet-20k" "$WORK/mpnet" --systems single-vector,snippet,checkpoints \
     --model-name all-mpnet-base-v2 \
-    --checkpoint "all-mpnet-base-v2 mean single vector, $trained=$r1/mean-single-vector" \
-    --checkpoint "all-mpnet-base-v2 snippet multi-view, $trained=$r1/snippet"
+    --checkpoint "all-mpnet-base-v2 $(system_name mean-single-vector), $trained=$r1/mean-single-vector" \
+    --checkpoint "all-mpnet-base-v2 $(system_name snippet), $trained=$r1/snippet"
   echo "mpnet done: $(date -u +%T)"
   touch "$WORK/done-mpnet"
 }
@@ -250,10 +259,7 @@ prepare() {
   mkdir -p .gpu/model/minilm
   (cd "$minilm" && tar cf - --exclude=model.safetensors --exclude=README.md --exclude=data_config.json .) \
     | (cd .gpu/model/minilm && tar xf -)
-  $py -c "
-from safetensors.torch import load_file, save_file
-sd = load_file('$minilm/model.safetensors')
-save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/minilm-fp16.safetensors', metadata={'format': 'pt'})"
+  half_weights "$minilm/model.safetensors" /tmp/minilm-fp16.safetensors
   head -c 15000000 /tmp/minilm-fp16.safetensors > .gpu/model/minilm-fp16.safetensors.partaa
   tail -c +15000001 /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.safetensors.partab
   sha256sum /tmp/minilm-fp16.safetensors > .gpu2/minilm-fp16.sha256
@@ -261,19 +267,23 @@ save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/minilm-fp16.s
   [[ -z ${MPNET:-} ]] || split_weights "$MPNET" mpnet .gpu-mpnet 4
 }
 
+half_weights() {  # here: $1 safetensors file -> $2, every tensor as float16 (upcast again by `assemble`)
+  ${HOST_PYTHON:-.venv/bin/python} -c "
+from safetensors.torch import load_file, save_file
+sd = load_file('$1')
+save_file({k: v.half().contiguous() for k, v in sd.items()}, '$2', metadata={'format': 'pt'})"
+}
+
 # $1: a sentence-transformers folder, $2: name, $3: prefix of the carried folders, $4: how many. Writes the folder
 # without its weights and the checksum into the first, and the float16 weights in $4 equal parts into ${3}1..${3}$4.
 split_weights() {
-  local src=$1 name=$2 prefix=$3 count=$4 py=${HOST_PYTHON:-.venv/bin/python} i size
+  local src=$1 name=$2 prefix=$3 count=$4 i size
   [[ -f $src/model.safetensors ]] || { echo "no model.safetensors in $src"; exit 1; }
   rm -rf "$prefix"? && mkdir -p "${prefix}1/$name"
   (cd "$src" && tar cf - --exclude=model.safetensors --exclude=README.md --exclude="*.bin" --exclude="*.h5" \
     --exclude="*.onnx" --exclude=onnx --exclude=openvino --exclude="*.msgpack" --exclude="*.ot" .) \
     | (cd "${prefix}1/$name" && tar xf -)
-  $py -c "
-from safetensors.torch import load_file, save_file
-sd = load_file('$src/model.safetensors')
-save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/$name-fp16.safetensors', metadata={'format': 'pt'})"
+  half_weights "$src/model.safetensors" "/tmp/$name-fp16.safetensors"
   size=$(stat -c %s "/tmp/$name-fp16.safetensors")
   (cd /tmp && split -n "$count" -a 2 "$name-fp16.safetensors" "$name-fp16.safetensors.part")
   i=1
@@ -286,6 +296,14 @@ save_file({k: v.half().contiguous() for k, v in sd.items()}, '/tmp/$name-fp16.sa
   du -sh "$prefix"?
 }
 
+detach() {  # $1: pipeline, viewers or mpnet: run its pipeline detached, then wait up to $2 s and report
+  local fn=pipeline
+  [[ $1 == pipeline ]] || fn=$1_pipeline
+  S1=$S1 S2=${S2:-} setsid nohup bash "$0" "$fn" > "$WORK/$1.log" 2>&1 < /dev/null &
+  sleep 5
+  wait_report "$2" "$1"
+}
+
 case ${1:-} in
   prepare) prepare ;;
   smoke) stash; smoke ;;
@@ -295,9 +313,7 @@ case ${1:-} in
     setup
     minilm
     [[ -n ${S1:-} && -n ${S2:-} ]] || { echo "set S1 and S2 (steps of round one and two)"; exit 2; }
-    S1=$S1 S2=$S2 setsid nohup bash "$0" pipeline > "$WORK/pipeline.log" 2>&1 < /dev/null &
-    sleep 5
-    wait_report "${2:-480}"
+    detach pipeline "${2:-480}"
     ;;
   pipeline) pipeline ;;
   start-viewers)
@@ -305,9 +321,7 @@ case ${1:-} in
     setup
     minilm
     [[ -n ${S1:-} ]] || { echo "set S1 (steps)"; exit 2; }
-    S1=$S1 setsid nohup bash "$0" viewers_pipeline > "$WORK/viewers.log" 2>&1 < /dev/null &
-    sleep 5
-    wait_report "${2:-60}" viewers
+    detach viewers "${2:-60}"
     ;;
   viewers_pipeline) viewers_pipeline ;;
   start-mpnet)
@@ -315,9 +329,7 @@ case ${1:-} in
     setup
     assemble "$CARRY/mpnet" mpnet
     [[ -n ${S1:-} ]] || { echo "set S1 (steps)"; exit 2; }
-    S1=$S1 setsid nohup bash "$0" mpnet_pipeline > "$WORK/mpnet.log" 2>&1 < /dev/null &
-    sleep 5
-    wait_report "${2:-480}" mpnet
+    detach mpnet "${2:-480}"
     ;;
   mpnet_pipeline) mpnet_pipeline ;;
   wait) stash; wait_report "${2:-480}" "${3:-pipeline}" ;;
