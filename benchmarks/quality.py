@@ -17,6 +17,7 @@ import argparse
 import gzip
 import itertools
 import json
+import os
 import platform
 import tempfile
 import time
@@ -96,41 +97,83 @@ def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
 
 
 def multi_view_store(
-    docs: list[Document], model: str, batch_size: int, saved: Path | None = None
+    docs: list[Document], model: str, batch_size: int, saved: Path | None = None, chunk: int = 1024
 ) -> tuple[FaissMultiViewDocumentStore, float, list[np.ndarray]]:
     """
     Encode ``docs`` into a Flat store, or load the copy saved at ``saved`` by an earlier run (and save there).
 
-    :returns: The store, the indexing seconds and each document's views (in ``docs`` order), which
-        ``compressed_stores`` writes into other indexes.
+    With ``saved``, the encoding is resumable: every ``chunk`` documents the store, the views so far and a
+    ``progress.json`` (written last, naming the documents done) are saved, and a later run with the same model and
+    documents goes on from the last saved chunk. ``index_seconds.json`` marks a complete copy.
+
+    :returns: The store, the indexing seconds (summed over the runs) and each document's views (in ``docs``
+        order), which ``compressed_stores`` writes into other indexes.
     """
     store = FaissMultiViewDocumentStore(index_factory="Flat")
     timing = saved / "index_seconds.json" if saved else None
     views_file = saved / "views.npz" if saved else None
+    progress = saved / "progress.json" if saved else None
     if saved and timing.exists() and views_file.exists() and persistence.exists(saved):
         store.load(saved)
         if store.count_documents() == len(docs):
             print(f"loaded the encoded corpus from {saved}")
-            with np.load(views_file) as z:
-                views = np.split(z["views"], np.cumsum(z["counts"])[:-1])
-            return store, json.loads(timing.read_text(encoding="utf-8"))["index_seconds"], views
+            return store, json.loads(timing.read_text(encoding="utf-8"))["index_seconds"], read_views(views_file)
         store = FaissMultiViewDocumentStore(index_factory="Flat")
+    done, seconds, views = 0, 0.0, []
+    if saved and progress.exists() and views_file.exists() and persistence.exists(saved):
+        state = json.loads(progress.read_text(encoding="utf-8"))
+        if state["model"] == model and state["ids"] == [d.id for d in docs[: len(state["ids"])]]:
+            done, seconds = len(state["ids"]), state["index_seconds"]
+            store.load(saved)
+            # A stop between saving the store and writing progress.json leaves one chunk too many: drop it.
+            extra = [d.id for d in docs[done : done + chunk]]
+            store.delete_documents(extra)
+            views = read_views(views_file)[:done]
+            if store.count_documents() != done or len(views) != done:
+                found = f"{store.count_documents()} documents and {len(views)} views"
+                raise SystemExit(f"{saved} holds {found}, not {done}; delete it.")
+            print(f"resuming the encoding saved in {saved}: {done} of {len(docs)} documents done")
+    if saved:
+        saved.mkdir(parents=True, exist_ok=True)
     indexing = Pipeline()
     indexing.add_component(
         "embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size)
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    start = time.perf_counter()
-    embedded = indexing.run({"embedder": {"documents": docs}}, include_outputs_from={"embedder"})["embedder"]
-    seconds = time.perf_counter() - start
-    views = [document_views(d) for d in embedded["documents"]]
-    del embedded
+    for lo in range(done, len(docs), chunk if saved else len(docs)):
+        part = docs[lo : lo + chunk] if saved else docs
+        start = time.perf_counter()
+        embedded = indexing.run({"embedder": {"documents": part}}, include_outputs_from={"embedder"})["embedder"]
+        seconds += time.perf_counter() - start
+        views += [document_views(d) for d in embedded["documents"]]
+        del embedded
+        if saved:
+            write_views(views_file, views)
+            store.save(saved)
+            state = {"model": model, "index_seconds": seconds, "ids": [d.id for d in docs[: lo + len(part)]]}
+            write_atomically(progress, json.dumps(state))
+            print(f"saved {lo + len(part)} of {len(docs)} encoded documents in {saved} ({seconds:.0f} s)", flush=True)
     if saved:
-        store.save(saved)
-        np.savez(views_file, views=np.concatenate(views), counts=[len(v) for v in views])
         timing.write_text(json.dumps({"index_seconds": seconds, "model": model}) + "\n", encoding="utf-8")
     return store, seconds, views
+
+
+def read_views(path: Path) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return np.split(z["views"], np.cumsum(z["counts"])[:-1])
+
+
+def write_views(path: Path, views: list[np.ndarray]) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, views=np.concatenate(views), counts=[len(v) for v in views])
+    os.replace(tmp, path)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def compressed_stores(docs: list[Document], views: list[np.ndarray], spec: str, scratch: Path):
@@ -247,7 +290,8 @@ def main() -> None:
         "--store-dir",
         type=Path,
         default=None,
-        help="Save each encoded multi-view corpus here and reuse it on later runs (skips re-encoding).",
+        help="Save each encoded multi-view corpus here, every 1,024 documents, and reuse it on later runs: a stopped "
+        "encoding resumes from its last saved chunk, a finished one is not re-encoded.",
     )
     parser.add_argument(
         "--index-factories",
