@@ -141,8 +141,9 @@ def multi_view_store(
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    for lo in range(done, len(docs), chunk if saved else len(docs)):
-        part = docs[lo : lo + chunk] if saved else docs
+    step = chunk if saved else max(len(docs), 1)  # without a save, one pass
+    for lo in range(done, len(docs), step):
+        part = docs[lo : lo + step]
         start = time.perf_counter()
         embedded = indexing.run({"embedder": {"documents": part}}, include_outputs_from={"embedder"})["embedder"]
         seconds += time.perf_counter() - start
