@@ -73,7 +73,7 @@ def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | No
     import numpy as np
 
     from haystack_mvr.cli.main import CommandError
-    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
 
     try:
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
@@ -82,8 +82,13 @@ def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | No
         msg = f"convert needs sentence-transformers>=6: pip install 'sentence-transformers>=6' ({e})."
         raise CommandError(msg) from e
 
-    encoder = MultiViewEncoder.from_pretrained(checkpoint).eval()
-    save_multi_view_encoder(encoder, output)
+    if MultiViewConfig.load(checkpoint).mode == "snippet":  # a backbone with its snippet options
+        encoder = MultiVectorEncoderAdapter.snippet(checkpoint, device="cpu").eval()
+        output.mkdir(parents=True, exist_ok=True)
+        encoder.model.save(str(output))
+    else:
+        encoder = MultiViewEncoder.from_pretrained(checkpoint).eval()
+        save_multi_view_encoder(encoder, output)
     if not check:
         return None
     converted = MultiVectorEncoderAdapter.load(output, device=str(encoder.device))

@@ -11,11 +11,18 @@ from typing import Any, Literal
 logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "multi_view_config.json"
+# An untied checkpoint keeps each backbone in its own subfolder.
+QUERY_SUBFOLDER = "query_encoder"
+DOCUMENT_SUBFOLDER = "document_encoder"
 FORMAT_VERSION = 1
 
 Mode = Literal["mvr", "camvr", "snippet"]
 MODES: tuple[str, ...] = ("mvr", "camvr", "snippet")
 POOLINGS: tuple[str, ...] = ("mean", "cls", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
+TRUNCATION_POLICIES: tuple[str, ...] = ("warn", "raise")
+# Fields that change only snippet mode's vectors, and the one that changes none (left out of fingerprints).
+SNIPPET_FIELDS: tuple[str, ...] = ("snippet_tokens", "window_overlap", "max_views")
+POLICY_FIELDS: tuple[str, ...] = ("on_truncation",)
 
 
 @dataclass
@@ -42,6 +49,16 @@ class MultiViewConfig:
         ``modeling/sentence_splitting.py``). Set from this process on creation and load, so a saved checkpoint
         and a store's ``encoder_config`` say which splitter produced their snippets; a saved value that differs
         from this process's splitter is logged as a warning, since snippet boundaries (and results) change.
+    :param snippet_tokens: snippet mode: tokens per snippet of a long document; a document gets ``num_views``
+        snippets at least and one per ``snippet_tokens`` tokens beyond, so its views grow with its length
+        (``None``: always ``num_views``).
+    :param window_overlap: snippet mode: a document longer than ``doc_max_length`` is read in windows of that length,
+        each with this many context tokens of its neighbours on both sides (``haystack_mvr.modeling.windows``).
+    :param max_views: snippet mode: the most views a document gets, the whole-text view included; past it
+        neighbouring snippets merge into longer ones (no text is dropped).
+    :param on_truncation: mvr / camvr: these modes read ``doc_max_length`` tokens at most and drop the rest of a
+        longer document. ``"warn"`` logs once per encoding call how many documents were cut and by how many tokens;
+        ``"raise"`` refuses such a document (split long documents first, or use snippet mode, which reads all).
     :param pooling: snippet mode: how the query vector and the global view pool the token states, the model's own
         sentence-transformers pooling (``"mean"``, ``"cls"``, ``"lasttoken"``, ``"mean_sqrt_len_tokens"``,
         ``"weightedmean"``), read from its ``modules.json``; snippet views are always the mean of their tokens. The
@@ -59,6 +76,10 @@ class MultiViewConfig:
     base_model: str = ""
     sentence_splitter: str = ""
     pooling: str = "mean"
+    snippet_tokens: int | None = 64
+    window_overlap: int = 32
+    max_views: int = 1024
+    on_truncation: Literal["warn", "raise"] = "warn"
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -89,6 +110,23 @@ class MultiViewConfig:
         if self.pooling != "mean" and self.mode != "snippet":
             msg = f"pooling applies to mode 'snippet' only (mode {self.mode!r} pools at its viewer tokens)."
             raise ValueError(msg)
+        if self.on_truncation not in TRUNCATION_POLICIES:
+            msg = f"on_truncation must be one of {', '.join(TRUNCATION_POLICIES)}, got {self.on_truncation!r}."
+            raise ValueError(msg)
+        if not isinstance(self.window_overlap, int) or isinstance(self.window_overlap, bool) or self.window_overlap < 0:
+            msg = f"window_overlap must be a non-negative integer, got {self.window_overlap!r}."
+            raise ValueError(msg)
+        if self.snippet_tokens is not None and (
+            not isinstance(self.snippet_tokens, int) or isinstance(self.snippet_tokens, bool) or self.snippet_tokens < 1
+        ):
+            msg = f"snippet_tokens must be a positive integer or None, got {self.snippet_tokens!r}."
+            raise ValueError(msg)
+        if not isinstance(self.max_views, int) or isinstance(self.max_views, bool) or self.max_views < 2:
+            msg = f"max_views must be an integer of at least 2, got {self.max_views!r}."
+            raise ValueError(msg)
+        if self.mode == "snippet" and self.max_views < self.num_views + 1:
+            msg = f"max_views ({self.max_views}) leaves no room for {self.num_views} snippets and the whole-text view."
+            raise ValueError(msg)
         if self.mode == "snippet" and not self.tied:
             msg = "Snippet mode is training-free and always uses one backbone: set tied=True."
             raise ValueError(msg)
@@ -112,11 +150,6 @@ class MultiViewConfig:
     @property
     def uses_viewer_tokens(self) -> bool:
         return self.mode in ("mvr", "camvr")
-
-    @property
-    def max_views(self) -> int:
-        """The most views a document can get."""
-        return self.num_views + 1 if self.mode == "snippet" else self.num_views
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

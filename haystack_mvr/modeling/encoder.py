@@ -1,4 +1,8 @@
-"""The multi-view encoder: one BERT-like backbone (or a query/document pair) turning texts into view vectors."""
+"""
+The viewer-mode encoder (MVR, CAMVR) of ``multi_view_config.json`` checkpoints: one BERT-like backbone (or a
+query/document pair) turning texts into view vectors. Snippet mode runs only on sentence-transformers modules
+(``haystack_mvr.modeling.st_modules``).
+"""
 
 from __future__ import annotations
 
@@ -19,8 +23,15 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
-from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
-from haystack_mvr.modeling.inputs import QUERY_VIEWER, EncoderInputs, InputBuilder, viewer_tokens
+from haystack_mvr.modeling.config import (
+    CONFIG_NAME,
+    DOCUMENT_SUBFOLDER,
+    POLICY_FIELDS,
+    QUERY_SUBFOLDER,
+    SNIPPET_FIELDS,
+    MultiViewConfig,
+)
+from haystack_mvr.modeling.inputs import EncoderInputs, InputBuilder, add_viewer_tokens
 from haystack_mvr.modeling.loading import (
     LoadOptions,
     SentenceTransformersLayout,
@@ -32,8 +43,6 @@ from haystack_mvr.modeling.snippets import Span
 
 logger = logging.getLogger(__name__)
 
-QUERY_SUBFOLDER = "query_encoder"
-DOCUMENT_SUBFOLDER = "document_encoder"
 
 
 @dataclass
@@ -65,15 +74,23 @@ def _load_tokenizer(name_or_path: str | Path, options: LoadOptions) -> PreTraine
     return AutoTokenizer.from_pretrained(str(name_or_path), **options.hub(), **options.tokenizer_kwargs)
 
 
+SNIPPET_HINT = (
+    "snippet mode runs on sentence-transformers modules: haystack_mvr.modeling.st_modules.snippet_encoder(model) "
+    "(the Haystack embedders build it for any backbone)"
+)
+
+
 class MultiViewEncoder(nn.Module):
     """
-    Encodes a query into one vector and a document into several views (MVR, CAMVR or snippet-pooled).
+    Encodes a query into one vector and a document into several views with viewer tokens (MVR or CAMVR).
 
-    Build one from any BERT-like backbone name or path, or reload a saved one::
+    Build one from any BERT-like backbone name or path, or reload a ``multi_view_config.json`` checkpoint::
 
-        encoder = MultiViewEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2", mode="snippet")
-        views = encoder.encode_documents(["First sentence. Second one."])[0].views   # (k, 384)
-        query = encoder.encode_queries(["which sentence?"])                           # (1, 384)
+        encoder = MultiViewEncoder.from_pretrained("bert-base-uncased", mode="camvr", num_views=8)
+        views = encoder.encode_documents(["First sentence. Second one."])[0].views   # (k, 768)
+        query = encoder.encode_queries(["which sentence?"])                           # (1, 768)
+
+    Snippet mode is not built here: :data:`SNIPPET_HINT`.
     """
 
     def __init__(
@@ -84,6 +101,9 @@ class MultiViewEncoder(nn.Module):
         query_backbone: PreTrainedModel | None = None,
     ) -> None:
         super().__init__()
+        if config.mode == "snippet":
+            msg = f"MultiViewEncoder builds the viewer modes (mvr, camvr); {SNIPPET_HINT}."
+            raise ValueError(msg)
         if config.tied and query_backbone is not None:
             msg = "A tied encoder has one backbone: do not pass query_backbone with tied=True."
             raise ValueError(msg)
@@ -110,33 +130,42 @@ class MultiViewEncoder(nn.Module):
         :param load_options: ``token``, ``revision``, ``local_files_only``, ``trust_remote_code`` and the
             model/tokenizer/config kwargs, as sentence-transformers takes them.
         :param overrides: :class:`MultiViewConfig` fields for a new encoder. For a saved encoder they must
-            agree with the saved config (a conflicting option is an error, never silently ignored). A new snippet
-            encoder over a sentence-transformers model takes the model's own pooling, normalisation and max length
-            unless overridden.
+            agree with the saved config (a conflicting option is an error, never silently ignored).
+        :raises ValueError: for snippet mode (a new one, or a saved snippet checkpoint): :data:`SNIPPET_HINT`.
         """
         name, options = resolve_model(model_name_or_path, load_options)
         path = Path(name)
+        if overrides.get("mode") == "snippet":
+            msg = f"MultiViewEncoder builds the viewer modes (mvr, camvr); {SNIPPET_HINT}."
+            raise ValueError(msg)
         if (path / CONFIG_NAME).is_file():
             return cls._load_saved(path, overrides, options)
         layout = sentence_transformers_layout(name, options)
-        if layout is not None and layout.config["mode"] != "snippet":
+        if layout is not None and layout.config["mode"] == "snippet":
+            msg = f"{name} is a snippet-mode checkpoint; load it with sentence-transformers' MultiVectorEncoder."
+            raise ValueError(msg)
+        if layout is not None:
             return cls._load_saved_viewers(name, layout, overrides, options)
         defaults = sentence_transformers_defaults(name, options)
-        if overrides.get("mode", MultiViewConfig.mode) != "snippet":
-            defaults.pop("pooling", None)  # the viewer modes pool at their viewer tokens
+        defaults.pop("pooling", None)  # the viewer modes pool at their viewer tokens
         if "doc_max_length" in defaults:  # sentence-transformers truncates both alike unless told otherwise
             defaults.setdefault("query_max_length", defaults["doc_max_length"])
         config = MultiViewConfig(**{**defaults, **overrides, "base_model": str(model_name_or_path)})
         tokenizer = _load_tokenizer(name, options)
         backbone = _load_backbone(name, options)
-        if config.uses_viewer_tokens:
-            add_viewer_tokens(tokenizer, backbone, config)
+        add_viewer_tokens(tokenizer, backbone, config)
         query_backbone = None if config.tied else copy.deepcopy(backbone)
         return cls(config, tokenizer, backbone, query_backbone)
 
     @classmethod
     def _load_saved(cls, path: Path, overrides: dict[str, Any], options: LoadOptions) -> MultiViewEncoder:
         config = MultiViewConfig.load(path)
+        if config.mode == "snippet":
+            msg = (
+                f"{path} is a snippet-mode multi_view_config.json checkpoint (an older format): load it with "
+                "haystack_mvr.modeling.st_modules.snippet_encoder_from_checkpoint (the Haystack embedders do)."
+            )
+            raise ValueError(msg)
         conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
         if conflicts:
             msg = f"{path} was saved with a different configuration; cannot override {sorted(conflicts)}."
@@ -173,18 +202,10 @@ class MultiViewEncoder(nn.Module):
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """
-        Write backbone(s), tokenizer and config so that :meth:`from_pretrained` restores identical vectors.
-
-        Snippet mode writes a sentence-transformers ``MultiVectorEncoder`` folder (``haystack_mvr.modeling.st_modules``,
-        imported here so that importing ``haystack_mvr.modeling`` never imports sentence-transformers); MVR and CAMVR
-        write ``multi_view_config.json`` with the weights (``haystack-mvr convert`` turns one into a
-        sentence-transformers folder).
+        Write backbone(s), tokenizer and ``multi_view_config.json`` so that :meth:`from_pretrained` restores identical
+        vectors (``haystack-mvr convert`` turns the folder into a sentence-transformers one).
         """
         directory = Path(directory)
-        if self.config.mode == "snippet":
-            from haystack_mvr.modeling.st_modules import save_multi_view_encoder
-
-            return save_multi_view_encoder(self, directory)
         directory.mkdir(parents=True, exist_ok=True)
         if self.config.tied:
             self.document_backbone.save_pretrained(directory)
@@ -304,6 +325,7 @@ class MultiViewEncoder(nn.Module):
                     keep = np.flatnonzero(mask_np[row])
                     spans = [batch.spans[row][j] for j in keep]
                     out[i] = EncodedDocument(views=np.ascontiguousarray(views_np[row, keep]), spans=spans)
+            self.builder.truncation.report(self.config.mode, len(texts))
         finally:
             self.train(was_training)
         return out  # type: ignore[return-value]
@@ -328,7 +350,9 @@ def weights_fingerprint(config: MultiViewConfig, vocabulary_size: int, backbones
     backbones (the query one only when untied); a backbone's unused pooler, if loaded, is left out.
     """
     digest = hashlib.sha256()
-    settings = {k: v for k, v in config.to_dict().items() if k != "base_model"}  # a path's spelling
+    # a path's spelling, a policy that changes no vector, and options of another mode change no weights or vectors
+    ignored = {"base_model", *POLICY_FIELDS, *(() if config.mode == "snippet" else SNIPPET_FIELDS)}
+    settings = {k: v for k, v in config.to_dict().items() if k not in ignored}
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(str(vocabulary_size).encode())
     for role, backbone in backbones.items():
@@ -354,6 +378,10 @@ def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any
     }
     if getattr(config, "sentence_splitter", ""):
         identity["sentence_splitter"] = config.sentence_splitter
+    if config.mode == "snippet":  # how a long document is read and cut into views
+        identity.update({name: getattr(config, name) for name in SNIPPET_FIELDS})
+    else:  # what happens past doc_max_length
+        identity["on_truncation"] = config.on_truncation
     identity["fingerprint"] = fingerprint
     return identity
 
@@ -373,45 +401,3 @@ def viewer_attention(backbone: PreTrainedModel, batch: EncoderInputs) -> list[np
         length = int(batch.inputs["attention_mask"][b].sum())
         result.append(attentions[b, positions[b], :length].float().cpu().numpy())
     return result
-
-
-def add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
-    """Register ``[VIE]`` and ``[VIE_1..VIE_k]`` as special tokens once and initialise their embeddings."""
-    if config.viewer_init == "cls" and config.num_views > 1:
-        if config.mode == "mvr":
-            # k copies of one token at one shared position id see the same context: the k views are the same
-            # vector at every step of training (measured: local variation 0.0 after 225 GPU steps, issue 16).
-            msg = (
-                f"viewer_init='cls' would give all {config.num_views} MVR viewers the [CLS] embedding at the same "
-                "position id, so the views would stay identical through training. Use viewer_init='random', or "
-                "num_views=1 for a single vector."
-            )
-            raise ValueError(msg)
-        logger.warning(
-            "viewer_init='cls' starts all %d CAMVR viewers from one embedding; only their positions tell them apart, "
-            "and on squad-mv they stayed nearly identical (local variation 1e-4 after 225 GPU steps). "
-            "viewer_init='random' keeps them apart.",
-            config.num_views,
-        )
-    new_tokens = [QUERY_VIEWER, *viewer_tokens(config.num_views)]
-    try:  # transformers >= 5
-        tokenizer.add_special_tokens({"extra_special_tokens": new_tokens}, replace_extra_special_tokens=False)
-    except TypeError:  # transformers 4.x
-        tokenizer.add_special_tokens({"additional_special_tokens": new_tokens}, replace_additional_special_tokens=False)
-    backbone.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-    embeddings = backbone.get_input_embeddings().weight
-    ids = tokenizer.convert_tokens_to_ids(new_tokens)
-    with torch.no_grad():
-        if config.viewer_init == "cls":
-            embeddings[ids] = embeddings[tokenizer.cls_token_id].clone()
-        else:
-            # Drawn at the scale of the pretrained vocabulary, per dimension. A draw at the backbone's
-            # initializer_range (0.02) is tiny next to the position and segment embeddings that every viewer
-            # shares, so after the embedding LayerNorm all MVR viewers start (and stay) nearly identical: the
-            # views collapse (CAMVR Eq. 8), as measured on squad-mv (local variation 0.0).
-            pretrained = torch.ones(embeddings.shape[0], dtype=torch.bool, device=embeddings.device)
-            pretrained[ids] = False
-            vocabulary = embeddings[pretrained].float()
-            mean, std = vocabulary.mean(dim=0), vocabulary.std(dim=0)
-            draw = torch.randn(len(ids), embeddings.shape[1], device=embeddings.device) * std + mean
-            embeddings[ids] = draw.to(embeddings.dtype)

@@ -6,15 +6,17 @@ viewer token (MVR, CAMVR) or a uniform weight over a snippet's tokens (snippet m
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import logging
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from haystack_mvr.modeling.config import MultiViewConfig
 from haystack_mvr.modeling.snippets import Span, split_into_snippets
+
+logger = logging.getLogger(__name__)
 
 QUERY_VIEWER = "[VIE]"
 
@@ -120,35 +122,83 @@ def _trim_to_budget(lengths: list[int], budget: int) -> list[int]:
     return lengths
 
 
+@dataclass
+class Truncation:
+    """What the viewer modes left out of documents past ``doc_max_length``: counted, reported once per encoding."""
+
+    documents: int = 0
+    dropped_tokens: int = 0
+    longest: int = 0
+
+    def add(self, tokens: int, kept: int, policy: str) -> None:
+        if tokens <= kept:
+            return
+        if policy == "raise":
+            msg = (
+                f"A document of {tokens} tokens exceeds doc_max_length: the viewer modes (mvr, camvr) would read "
+                f"only {kept} of them (on_truncation='raise'). Split long documents first (e.g. Haystack's "
+                "DocumentSplitter), or use snippet mode, which reads documents of any length."
+            )
+            raise ValueError(msg)
+        self.documents += 1
+        self.dropped_tokens += tokens - kept
+        self.longest = max(self.longest, tokens)
+
+    def report(self, mode: str, encoded: int) -> None:
+        """Log (once) what was cut since the last report, then start counting again."""
+        if self.documents:
+            logger.warning(
+                "%s mode read at most doc_max_length tokens per document: %d of %d documents were cut, %d tokens "
+                "left out (longest document: %d tokens). Their text past the window has no view. Split long "
+                "documents first, use snippet mode (reads documents of any length), or set "
+                "on_truncation='raise' to refuse them.",
+                mode,
+                self.documents,
+                encoded,
+                self.dropped_tokens,
+                self.longest,
+            )
+        self.documents = self.dropped_tokens = self.longest = 0
+
+
 class InputBuilder:
-    """Builds :class:`EncoderInputs` for queries and documents according to a :class:`MultiViewConfig`."""
+    """
+    Builds :class:`EncoderInputs` for the viewer modes (MVR, CAMVR) according to a :class:`MultiViewConfig`.
+
+    Snippet mode reads documents in windows instead (``haystack_mvr.modeling.st_modules.SnippetTransformer``).
+    Documents past ``doc_max_length`` are cut as ``config.on_truncation`` says; :attr:`truncation` counts them.
+    """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, config: MultiViewConfig) -> None:
+        if not config.uses_viewer_tokens:
+            msg = (
+                f"InputBuilder builds the viewer modes' inputs, not mode {config.mode!r}: snippet mode runs on "
+                "haystack_mvr.modeling.st_modules (snippet_encoder)."
+            )
+            raise ValueError(msg)
         self.tokenizer = tokenizer
         self.config = config
+        self.truncation = Truncation()
         self.cls_id = tokenizer.cls_token_id
         self.sep_id = tokenizer.sep_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if self.sep_id is None or self.cls_id is None:
             msg = "The tokenizer needs [CLS] and [SEP] tokens (a BERT-like backbone)."
             raise ValueError(msg)
-        if config.uses_viewer_tokens:
-            self.query_viewer_id = tokenizer.convert_tokens_to_ids(QUERY_VIEWER)
-            self.viewer_ids = tokenizer.convert_tokens_to_ids(viewer_tokens(config.num_views))
+        self.query_viewer_id = tokenizer.convert_tokens_to_ids(QUERY_VIEWER)
+        self.viewer_ids = tokenizer.convert_tokens_to_ids(viewer_tokens(config.num_views))
 
     def queries(self, texts: list[str]) -> EncoderInputs:
-        """``[VIE] q [SEP]`` pooled at ``[VIE]`` (viewer modes), else ``[CLS] q [SEP]`` pooled as the model pools."""
+        """``[VIE] q [SEP]`` pooled at ``[VIE]``."""
         budget = self.config.query_max_length - 2
         ids, weights = [], []
-        first = self.query_viewer_id if self.config.uses_viewer_tokens else self.cls_id
         for tokens in _token_ids(self.tokenizer, texts):
-            row = [first, *tokens[:budget], self.sep_id]
-            ids.append(row)
-            weights.append([(0, 1, 0)] if self.config.uses_viewer_tokens else [(0, len(row), 0, self.config.pooling)])
+            ids.append([self.query_viewer_id, *tokens[:budget], self.sep_id])
+            weights.append([(0, 1, 0)])
         return _assemble(ids, None, weights, 1, self.pad_id, [[None] for _ in texts])
 
     def documents(self, texts: list[str]) -> EncoderInputs:
-        build = {"mvr": self._mvr, "camvr": self._camvr, "snippet": self._snippet}[self.config.mode]
+        build = {"mvr": self._mvr, "camvr": self._camvr}[self.config.mode]
         return build(texts)
 
     def _mvr(self, texts: list[str]) -> EncoderInputs:
@@ -158,6 +208,7 @@ class InputBuilder:
         budget = self.config.doc_max_length - k - 1
         ids, positions, weights = [], [], []
         for tokens in _token_ids(self.tokenizer, texts):
+            self.truncation.add(len(tokens), budget, self.config.on_truncation)
             body = [*tokens[:budget], self.sep_id]
             ids.append([*self.viewer_ids, *body])
             positions.append([p] * k + list(range(p + 1, p + len(body) + 1)))
@@ -174,6 +225,7 @@ class InputBuilder:
         ids, weights = [], []
         for spans in all_spans:
             snippet_ids = [next(piece_ids) if s is not None else [] for s in spans]
+            self.truncation.add(sum(map(len, snippet_ids)), budget, self.config.on_truncation)
             keep = _trim_to_budget([len(x) for x in snippet_ids], budget)
             row, views = [], []
             for i, (tokens, length) in enumerate(zip(snippet_ids, keep, strict=True)):
@@ -183,25 +235,44 @@ class InputBuilder:
             weights.append(views)
         return _assemble(ids, None, weights, n, self.pad_id, all_spans)
 
-    def _snippet(self, texts: list[str]) -> EncoderInputs:
-        """``[CLS] d [SEP]``: view 0 pools all tokens as the model does, view i is the mean of snippet i's tokens."""
-        n = self.config.num_views
-        encoded = self.tokenizer(
-            texts, truncation=True, max_length=self.config.doc_max_length, return_offsets_mapping=True, verbose=False
+
+def add_viewer_tokens(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, config: MultiViewConfig) -> None:
+    """Register ``[VIE]`` and ``[VIE_1..VIE_k]`` as special tokens once and initialise their embeddings."""
+    if config.viewer_init == "cls" and config.num_views > 1:
+        if config.mode == "mvr":
+            # k copies of one token at one shared position id see the same context: the k views are the same
+            # vector at every step of training (measured: local variation 0.0 after 225 GPU steps, issue 16).
+            msg = (
+                f"viewer_init='cls' would give all {config.num_views} MVR viewers the [CLS] embedding at the same "
+                "position id, so the views would stay identical through training. Use viewer_init='random', or "
+                "num_views=1 for a single vector."
+            )
+            raise ValueError(msg)
+        logger.warning(
+            "viewer_init='cls' starts all %d CAMVR viewers from one embedding; only their positions tell them apart, "
+            "and on squad-mv they stayed nearly identical (local variation 1e-4 after 225 GPU steps). "
+            "viewer_init='random' keeps them apart.",
+            config.num_views,
         )
-        ids, weights, all_spans = [], [], []
-        for text, row, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"], strict=True):
-            snippets = split_into_snippets(text, n, pad=False)
-            views: list[tuple] = [(0, len(row), 0, self.config.pooling)]
-            # Text tokens are in text order, so each snippet's tokens form one contiguous range.
-            first = 1 if row and row[0] == self.cls_id else 0
-            last = len(row) - 1 if row and row[-1] == self.sep_id else len(row)
-            starts = [o[0] for o in offsets[first:last]]
-            for v, (s, e) in enumerate(snippets, start=1):
-                lo, hi = bisect_left(starts, s), bisect_left(starts, e)
-                if hi > lo:
-                    views.append((first + lo, first + hi, v))
-            ids.append(list(row))
-            weights.append(views)
-            all_spans.append([None, *snippets] + [None] * (n - len(snippets)))
-        return _assemble(ids, None, weights, n + 1, self.pad_id, all_spans)
+    new_tokens = [QUERY_VIEWER, *viewer_tokens(config.num_views)]
+    try:  # transformers >= 5
+        tokenizer.add_special_tokens({"extra_special_tokens": new_tokens}, replace_extra_special_tokens=False)
+    except TypeError:  # transformers 4.x
+        tokenizer.add_special_tokens({"additional_special_tokens": new_tokens}, replace_additional_special_tokens=False)
+    backbone.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    embeddings = backbone.get_input_embeddings().weight
+    ids = tokenizer.convert_tokens_to_ids(new_tokens)
+    with torch.no_grad():
+        if config.viewer_init == "cls":
+            embeddings[ids] = embeddings[tokenizer.cls_token_id].clone()
+        else:
+            # Drawn at the scale of the pretrained vocabulary, per dimension. A draw at the backbone's
+            # initializer_range (0.02) is tiny next to the position and segment embeddings that every viewer
+            # shares, so after the embedding LayerNorm all MVR viewers start (and stay) nearly identical: the
+            # views collapse (CAMVR Eq. 8), as measured on squad-mv (local variation 0.0).
+            pretrained = torch.ones(embeddings.shape[0], dtype=torch.bool, device=embeddings.device)
+            pretrained[ids] = False
+            vocabulary = embeddings[pretrained].float()
+            mean, std = vocabulary.mean(dim=0), vocabulary.std(dim=0)
+            draw = torch.randn(len(ids), embeddings.shape[1], device=embeddings.device) * std + mean
+            embeddings[ids] = draw.to(embeddings.dtype)

@@ -322,12 +322,17 @@ def sentence_transformers_layout(
             pooling=views.get("pooling", "mean"),
             normalize=bool(views.get("normalize", False)),
         )
+        # saved before long documents were read in windows: today's defaults (MultiViewConfig's)
+        config.update({k: views[k] for k in ("snippet_tokens", "max_views") if k in views})
+        if "window_overlap" in transformer:
+            config["window_overlap"] = transformer["window_overlap"]
     else:
         config.update(
             mode=transformer.get("mode", "mvr"),
             num_views=transformer.get("num_views", 8),
             viewer_position=transformer.get("viewer_position", 0),
             viewer_init=transformer.get("viewer_init", "random"),
+            on_truncation=transformer.get("on_truncation", "warn"),
             normalize=bool(views.get("normalize", False)),
         )
     if doc_max_length:

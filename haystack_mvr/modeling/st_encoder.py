@@ -23,10 +23,21 @@ import torch
 from sentence_transformers import MultiVectorEncoder
 from sentence_transformers.base.modules import Router, Transformer
 
-from haystack_mvr.modeling.config import MultiViewConfig
+from tqdm.auto import tqdm
+
+from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.modeling.encoder import EncodedDocument, encoder_identity, viewer_attention, weights_fingerprint
-from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_layout
-from haystack_mvr.modeling.st_modules import SPANS, ViewerTransformer
+from haystack_mvr.modeling.loading import (
+    LoadOptions,
+    resolve_model,
+    sentence_transformers_defaults,
+    sentence_transformers_layout,
+)
+from haystack_mvr.modeling.st_modules import SPANS, SnippetTransformer, ViewerTransformer, snippet_encoder_from_config
+
+# A rough, generous characters-per-token for grouping long documents by the windows they will need (English
+# WordPiece averages 4-5; a smaller figure only makes groups smaller).
+CHARS_PER_TOKEN = 4
 
 
 class MultiVectorEncoderAdapter:
@@ -83,6 +94,51 @@ class MultiVectorEncoderAdapter:
         )
         return cls(model, MultiViewConfig(**layout.config))
 
+    @classmethod
+    def snippet(
+        cls,
+        model_name_or_path: str | Path,
+        *,
+        device: str | None = None,
+        load_options: LoadOptions | None = None,
+        **overrides: Any,
+    ) -> MultiVectorEncoderAdapter:
+        """
+        Snippet mode over any backbone (training-free), or over an older snippet ``multi_view_config.json`` folder.
+
+        A new encoder takes the backbone's own pooling, normalisation and max length (its window) unless
+        ``overrides`` (:class:`MultiViewConfig` fields) say otherwise; a saved folder's options must agree with them.
+        """
+        name, options = resolve_model(model_name_or_path, load_options)
+        if (Path(name) / CONFIG_NAME).is_file():
+            config = MultiViewConfig.load(name)
+            conflicts = sorted(k for k, v in overrides.items() if getattr(config, k, object()) != v)
+            if conflicts:
+                msg = f"{name} was saved with a different configuration; cannot override {conflicts}."
+                raise ValueError(msg)
+            if config.mode != "snippet":
+                msg = f"{name} is a {config.mode} checkpoint, not snippet mode."
+                raise ValueError(msg)
+        else:
+            defaults = sentence_transformers_defaults(name, options)
+            if "doc_max_length" in defaults:  # sentence-transformers truncates both alike unless told otherwise
+                defaults.setdefault("query_max_length", defaults["doc_max_length"])
+            config = MultiViewConfig(
+                **{**defaults, **overrides, "mode": "snippet", "base_model": str(model_name_or_path)}
+            )
+        own = {"trust_remote_code": options.trust_remote_code}
+        hub = {"token": options.token, "revision": options.revision, "local_files_only": options.local_files_only}
+        hub = {k: v for k, v in hub.items() if v}
+        model = snippet_encoder_from_config(
+            config,
+            name,
+            device=device,
+            model_kwargs={**options.model_kwargs, **own, **hub},
+            processor_kwargs={**options.tokenizer_kwargs, **own, **hub},
+            config_kwargs={**options.config_kwargs, **own, **hub},
+        )
+        return cls(model, config)
+
     # -------------------------------------------------------------------------------------- properties
     def _transformer(self, role: str = "document") -> Transformer:
         first = self.model[0]
@@ -137,9 +193,17 @@ class MultiVectorEncoderAdapter:
         texts = list(texts)
         if not texts:
             return []
-        items = self.model.encode_document(
-            texts, batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
-        )
+        if batch_size < 1:
+            msg = f"batch_size must be at least 1, got {batch_size}."
+            raise ValueError(msg)
+        transformer = self._transformer("document")
+        if isinstance(transformer, SnippetTransformer):
+            items = self._encode_windowed(texts, transformer, batch_size, progress_bar)
+        else:
+            items = self.model.encode_document(
+                texts, batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
+            )
+            transformer.builder().truncation.report(self.config.mode, len(texts))
         out = []
         for item in items:
             keep = item["attention_mask"].bool()
@@ -147,6 +211,38 @@ class MultiVectorEncoderAdapter:
             spans = [None if s < 0 else (s, e) for s, e in item[SPANS][keep].tolist()]
             out.append(EncodedDocument(views=np.ascontiguousarray(views), spans=spans))
         return out
+
+    def _encode_windowed(
+        self, texts: list[str], transformer: SnippetTransformer, batch_size: int, progress_bar: bool
+    ) -> list[dict[str, Any]]:
+        """
+        Snippet mode: documents grouped so that a group holds about ``batch_size`` windows (estimated from their
+        length in characters), so a batch of long documents holds no more token states than ``batch_size``
+        paragraphs would. Documents that fit one window go through in ``batch_size`` batches, as before.
+        """
+        window_chars = CHARS_PER_TOKEN * transformer.document_max_length()
+        windows = [max(1, -(-len(t) // window_chars)) for t in texts]
+        if max(windows) == 1:
+            return self.model.encode_document(
+                texts, batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
+            )
+        order = sorted(range(len(texts)), key=lambda i: -windows[i])
+        groups, current, load = [], [], 0
+        for i in order:
+            if current and load + windows[i] > batch_size:
+                groups.append(current)
+                current, load = [], 0
+            current.append(i)
+            load += windows[i]
+        groups.append(current)
+        out: list[dict[str, Any] | None] = [None] * len(texts)
+        for group in tqdm(groups, desc="Encoding documents", disable=not progress_bar, unit="batch"):
+            items = self.model.encode_document(
+                [texts[i] for i in group], batch_size=len(group), show_progress_bar=False, output_value=None
+            )
+            for i, item in zip(group, items, strict=True):
+                out[i] = item
+        return out  # type: ignore[return-value]
 
     @torch.inference_mode()
     def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:

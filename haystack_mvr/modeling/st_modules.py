@@ -46,23 +46,32 @@ from sentence_transformers import MultiVectorEncoder
 from sentence_transformers.base.modules import Router, Transformer
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
+from transformers.utils import logging as transformers_logging
 
-from haystack_mvr.modeling.config import CONFIG_NAME, POOLINGS, MultiViewConfig
-from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, pooling_weights, viewer_tokens
+from haystack_mvr.modeling.config import CONFIG_NAME, DOCUMENT_SUBFOLDER, POOLINGS, QUERY_SUBFOLDER, MultiViewConfig
+from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, add_viewer_tokens, pooling_weights, viewer_tokens
 from haystack_mvr.modeling.loading import sentence_transformers_defaults
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
-from haystack_mvr.modeling.snippets import Span, merge_to_n
+from haystack_mvr.modeling.snippets import Span, merge_groups, snippet_count
+from haystack_mvr.modeling.windows import plan_windows
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.encoder import MultiViewEncoder
 
 SENTENCES = "mvr_sentences"
+WINDOWS = "mvr_windows"
 SPANS = "mvr_spans"
 POOLING = "mvr_pooling"
 VIEW_MASK = "mvr_view_mask"
 # The module class names that make a sentence-transformers folder a haystack-mvr checkpoint.
 VIEW_MODULES = ("SnippetViews", "ViewerPooling")
-_EXTRA_FEATURES = (SENTENCES, SPANS, POOLING, VIEW_MASK)
+_EXTRA_FEATURES = (SENTENCES, WINDOWS, SPANS, POOLING, VIEW_MASK)
+# Snippet mode's defaults are MultiViewConfig's (chosen on the squad-mv pages dev split).
+DEFAULT_SNIPPET_TOKENS = MultiViewConfig.snippet_tokens
+DEFAULT_WINDOW_OVERLAP = MultiViewConfig.window_overlap
+DEFAULT_MAX_VIEWS = MultiViewConfig.max_views
+# A forward pass over a long document's windows takes at least this many rows (or the batch's documents).
+MIN_WINDOWS_PER_PASS = 32
 
 
 def spans_tensor(spans: list[list[Span | None]], num_views: int) -> Tensor:
@@ -80,6 +89,8 @@ class _BackboneWithoutPooler:
 
     def _load_model(self, model_name_or_path, transformer_task, config, backend, is_peft_model, **model_kwargs):
         if backend == "torch" and transformer_task == "feature-extraction" and "add_pooling_layer" not in model_kwargs:
+            verbosity = transformers_logging.get_verbosity()
+            transformers_logging.set_verbosity_error()  # the skipped pooler weights are expected: no load report
             try:
                 return super()._load_model(  # type: ignore[misc]
                     model_name_or_path,
@@ -92,6 +103,8 @@ class _BackboneWithoutPooler:
                 )
             except TypeError:  # an architecture without a pooler argument
                 pass
+            finally:
+                transformers_logging.set_verbosity(verbosity)
         return super()._load_model(  # type: ignore[misc]
             model_name_or_path, transformer_task, config, backend, is_peft_model, **model_kwargs
         )
@@ -105,51 +118,158 @@ class _BackboneWithoutPooler:
 
 class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     """
-    A sentence-transformers ``Transformer`` that, for documents, also finds each sentence's token range.
+    A sentence-transformers ``Transformer`` that reads documents of any length in windows (late chunking).
 
-    ``features["mvr_sentences"]``: ``(B, S, 4)`` long, per text its sentences' ``(char_start, char_end,
-    token_start, token_end)`` (token ranges into the truncated input; empty once past the max length), rows of zeros
-    after the last (:func:`sentence_rows`). A tensor, so that sentence-transformers' losses can embed several
-    document columns in one forward pass (they pad and concatenate tensors; a list would force a pass per column).
-    Queries are preprocessed exactly as by ``Transformer`` (truncated at ``query_length``, documents at
-    ``document_length``). Saved and loaded like a ``Transformer``.
+    A document is tokenized whole (never truncated) and cut into sentence-aligned windows of the backbone's length,
+    each with ``window_overlap`` tokens of its neighbours' text as context on both sides
+    (:func:`haystack_mvr.modeling.windows.plan_windows`); a document that fits is one window, exactly as
+    ``Transformer`` reads it. Every window of a batch goes through the same batched forward passes, at most
+    ``max(documents in the batch, 32)`` windows a pass. Besides the backbone inputs (one row per window) it writes:
+
+    - ``mvr_windows`` ``(W, 6)`` long: per window row ``(first, start, end, home_start, home_end, prefix)``:
+      ``first`` is 1 on a document's first window (a document's windows are consecutive rows), the window reads
+      content tokens ``[start, end)`` and gives the state of ``[home_start, home_end)``, after ``prefix`` special
+      tokens;
+    - ``mvr_sentences`` ``(W, S, 4)`` long: on a document's first window row, its sentences'
+      ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), rows of zeros after the
+      last and on other windows. A sentence longer than half a window is cut into pieces of at most that.
+
+    Both are indexed by window row, so sentence-transformers' losses can merge several document columns into one
+    forward pass. Queries are preprocessed exactly as by ``Transformer`` (truncated at ``query_length``: a query is
+    one vector). Saved and loaded like a ``Transformer``, with ``window_overlap``.
+
+    :param window_overlap: Context tokens a window reads on each side of the tokens it encodes (at most a quarter
+        of the window).
     """
 
+    config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "window_overlap"]
+
+    def __init__(self, model_name_or_path: str, *, window_overlap: int = DEFAULT_WINDOW_OVERLAP, **kwargs: Any) -> None:
+        if not isinstance(window_overlap, int) or isinstance(window_overlap, bool) or window_overlap < 0:
+            msg = f"window_overlap must be a non-negative integer, got {window_overlap!r}."
+            raise ValueError(msg)
+        super().__init__(model_name_or_path, **kwargs)
+        self.window_overlap = window_overlap
+        self._special_ids: tuple[list[int], list[int]] | None = None
+
+    def _specials(self) -> tuple[list[int], list[int]]:
+        """The special token ids the tokenizer puts before and after a text's tokens (``[CLS]`` / ``[SEP]``)."""
+        if self._special_ids is None:
+            tokenizer = self.tokenizer
+            bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+            full = tokenizer("a", add_special_tokens=True)["input_ids"]
+            at = next((i for i in range(len(full)) if full[i : i + len(bare)] == bare), None)
+            if at is None:
+                msg = "Cannot tell where this tokenizer puts a text between its special tokens."
+                raise ValueError(msg)
+            self._special_ids = (list(full[:at]), list(full[at + len(bare) :]))
+        return self._special_ids
+
+    def document_max_length(self, max_length: int | None = None) -> int:
+        """Tokens one window holds, special tokens included (the trainer's ``max_length`` wins, as for ``Transformer``)."""
+        return int(max_length or self.document_length or self.max_seq_length)
+
     def preprocess(self, inputs, prompt: str | None = None, processing_kwargs=None, **kwargs) -> dict[str, Any]:
-        if kwargs.get("task") == "query" or not all(isinstance(text, str) for text in inputs):
+        if kwargs.get("task") == "query" or not inputs or not all(isinstance(text, str) for text in inputs):
             return super().preprocess(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
-        features = super().preprocess(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
-        # A fast tokenizer keeps each text's offsets in its encodings: asking for return_offsets_mapping instead
-        # would convert them to a tensor through Python lists, which cost more than the tokenization itself.
-        encodings = getattr(features, "encodings", None)
-        if encodings is None or len(encodings) != len(inputs):
-            processing = dict(processing_kwargs or {})
-            processing["text"] = {**processing.get("text", {}), "return_offsets_mapping": True}
-            features = super().preprocess(inputs, prompt=prompt, processing_kwargs=processing, **kwargs)
-            rows = zip(
-                features["input_ids"].tolist(),
-                features["attention_mask"].tolist(),
-                features.pop("offset_mapping").tolist(),
-                strict=True,
+        texts = [(prompt or "") + text for text in inputs]
+        if getattr(self, "do_lower_case", False):
+            texts = [text.lower() for text in texts]
+        return self.windowed_features(texts, self.document_max_length(kwargs.get("max_length")))
+
+    def windowed_features(self, texts: list[str], max_length: int) -> dict[str, Any]:
+        """Backbone inputs (one row per window) with ``mvr_windows`` and ``mvr_sentences`` for ``texts``."""
+        prefix, suffix = self._specials()
+        capacity = max_length - len(prefix) - len(suffix)
+        if capacity < 2:
+            msg = f"A window of {max_length} tokens leaves no room for text after the special tokens."
+            raise ValueError(msg)
+        piece = max(1, capacity // 2)
+        encoded = self.tokenizer(
+            texts, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
+        )
+        encodings = getattr(encoded, "encodings", None)
+        if encodings is None:  # a slow tokenizer: offsets through the mapping
+            encoded = self.tokenizer(
+                texts, add_special_tokens=False, truncation=False, return_offsets_mapping=True, verbose=False
             )
+            rows_of = zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
         else:
-            rows = ((e.ids, e.attention_mask, e.offsets) for e in encodings)
-        tokenizer = self.tokenizer
-        sentences = []
-        for text, (ids, mask, offsets) in zip(inputs, rows, strict=True):
-            text = (prompt or "") + text
-            length = int(sum(mask))
-            first = 1 if length and ids[0] == tokenizer.cls_token_id else 0
-            last = length - 1 if length and ids[length - 1] == tokenizer.sep_token_id else length
-            starts = [o[0] for o in offsets[first:last]]
-            spans = sentence_spans(text)
-            sentences.append([(s, e, first + bisect_left(starts, s), first + bisect_left(starts, e)) for s, e in spans])
+            rows_of = ((e.ids, e.offsets) for e in encodings)
+        rows: list[list[int]] = []
+        windows: list[tuple[int, int, int, int, int, int]] = []
+        sentences: list[list[tuple[int, int, int, int]]] = []
+        for text, (ids, offsets) in zip(texts, rows_of, strict=True):
+            starts = [o[0] for o in offsets]
+            units = sentence_units(text, starts, offsets, piece)
+            plan = plan_windows(len(ids), capacity, self.window_overlap, [u[2] for u in units])
+            for k, window in enumerate(plan):
+                rows.append([*prefix, *ids[window.start : window.end], *suffix])
+                windows.append(
+                    (int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix))
+                )
+                sentences.append(units if k == 0 else [])
+        width = max(map(len, rows))
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        input_ids = np.full((len(rows), width), pad, dtype=np.int64)
+        attention = np.zeros((len(rows), width), dtype=np.int64)
+        for r, row in enumerate(rows):
+            input_ids[r, : len(row)] = row
+            attention[r, : len(row)] = 1
+        features: dict[str, Any] = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention)}
+        if "token_type_ids" in getattr(self.tokenizer, "model_input_names", ()):
+            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        features["modality"] = "text"
+        features[WINDOWS] = torch.tensor(windows, dtype=torch.long).reshape(len(rows), 6)
         features[SENTENCES] = sentences_tensor(sentences)
         return features
 
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        windows = features.get(WINDOWS)
+        rows = int(features["input_ids"].shape[0]) if "input_ids" in features else 0
+        if windows is None or rows == 0:
+            return super().forward(features, **kwargs)
+        documents = int(windows[:, 0].sum())
+        step = max(documents, MIN_WINDOWS_PER_PASS)
+        if rows <= step:
+            return super().forward(features, **kwargs)
+        # a long document's windows: batched passes of at most `step` rows, as many as the batch's documents
+        backbone_keys = [k for k, v in features.items() if isinstance(v, Tensor) and v.ndim >= 1 and v.shape[0] == rows]
+        backbone_keys = [k for k in backbone_keys if k not in _EXTRA_FEATURES and k != WINDOWS]
+        states = []
+        for begin in range(0, rows, step):
+            chunk = {k: (v[begin : begin + step] if k in backbone_keys else v) for k, v in features.items()}
+            chunk = {k: v for k, v in chunk.items() if k not in _EXTRA_FEATURES}
+            states.append(super().forward(chunk, **kwargs)[self.module_output_name or "token_embeddings"])
+        features[self.module_output_name or "token_embeddings"] = torch.cat(states, dim=0)
+        return features
+
+
+def sentence_units(
+    text: str, token_starts: list[int], offsets: list[tuple[int, int]], piece: int
+) -> list[tuple[int, int, int, int]]:
+    """
+    ``text``'s sentences as ``(char_start, char_end, token_start, token_end)`` (content tokens, ``token_starts`` the
+    tokens' first characters), a sentence longer than ``piece`` tokens cut into equal pieces of at most ``piece``.
+    """
+    units = []
+    for s, e in sentence_spans(text):
+        lo, hi = bisect_left(token_starts, s), bisect_left(token_starts, e)
+        if hi - lo <= piece:
+            units.append((s, e, lo, hi))
+            continue
+        parts = -(-(hi - lo) // piece)
+        bounds = [lo + (hi - lo) * p // parts for p in range(parts + 1)]
+        for p in range(parts):
+            a, b = bounds[p], bounds[p + 1]
+            char_start = s if p == 0 else offsets[a][0]
+            char_end = e if p == parts - 1 else offsets[b][0]
+            units.append((char_start, char_end, a, b))
+    return units
+
 
 def sentences_tensor(sentences: list[list[tuple[int, int, int, int]]]) -> Tensor:
-    """``(B, S, 4)`` long: each text's sentence rows, zero rows after its last (a sentence is never empty)."""
+    """``(B, S, 4)`` long: each row's sentence rows, zero rows after its last (a sentence is never empty)."""
     out = torch.zeros((len(sentences), max(map(len, sentences), default=0), 4), dtype=torch.long)
     for b, rows in enumerate(sentences):
         if rows:
@@ -169,65 +289,161 @@ class SnippetViews(Module):
     Token states -> views: ``[pooled text, mean of snippet 1, ..., mean of snippet n]`` (documents), ``[pooled]``
     (queries). Writes ``token_embeddings`` ``(B, V, d)`` and ``attention_mask`` ``(B, V)`` (``False`` for padding
     views), which ``MultiVectorEncoder`` returns per input as ``(v_i, d)`` and scores with MaxSim, and
-    ``mvr_spans`` ``(B, V, 2)``.
+    ``mvr_spans`` ``(B, V, 2)``: each view's character span (``-1`` for the whole-text view).
 
-    :param num_snippets: The most snippets (views besides the global one).
+    A document read in several windows (:class:`SnippetTransformer`) takes each token's state from its home window
+    (where it has context on both sides): the whole-text view pools every token of the document that way (with the
+    first window's leading and the last window's trailing special tokens, so a one-window document pools exactly
+    its row), and a snippet's view is the mean of its tokens' states.
+
+    Snippets are consecutive sentences merged by CAMVR Algorithm 1 into
+    :func:`~haystack_mvr.modeling.snippets.snippet_count` snippets: ``num_snippets`` at least, one per
+    ``snippet_tokens`` tokens beyond, at most ``max_views - 1`` (past that, neighbouring snippets are merged into
+    longer ones; no text is dropped).
+
+    :param num_snippets: The fewest snippets a document of enough sentences gets (views besides the global one).
     :param pooling: The model's own pooling for the global view and the query (see ``MultiViewConfig.pooling``).
     :param normalize: L2-normalise every view.
+    :param snippet_tokens: Tokens per snippet of a long document (``None``: always ``num_snippets``).
+    :param max_views: The most views a document gets, the global one included.
     """
 
-    config_keys: ClassVar[list[str]] = ["num_snippets", "pooling", "normalize"]
+    config_keys: ClassVar[list[str]] = ["num_snippets", "pooling", "normalize", "snippet_tokens", "max_views"]
     forward_kwargs: ClassVar[set[str]] = {"task"}
 
-    def __init__(self, num_snippets: int = 8, pooling: str = "mean", normalize: bool = False) -> None:
+    def __init__(
+        self,
+        num_snippets: int = 8,
+        pooling: str = "mean",
+        normalize: bool = False,
+        snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
+        max_views: int = DEFAULT_MAX_VIEWS,
+    ) -> None:
         super().__init__()
         if pooling not in POOLINGS:
             msg = f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}."
             raise ValueError(msg)
+        check_snippet_options(num_snippets, snippet_tokens, max_views)
         self.num_snippets = num_snippets
         self.pooling = pooling
         self.normalize = normalize
+        self.snippet_tokens = snippet_tokens
+        self.max_views = max_views
 
     def forward(self, features: dict[str, Any], task: str | None = None, **kwargs) -> dict[str, Any]:
         states: Tensor = features["token_embeddings"]
-        mask: Tensor = features["attention_mask"]
+        windows = features.pop(WINDOWS, None)
         sentences = features.pop(SENTENCES, None)
-        sentences = None if sentences is None else sentence_rows(sentences)
-        batch = states.shape[0]
-        num_views = 1 if task == "query" or sentences is None else self.num_snippets + 1
-        # Built in numpy and moved once: filled on a GPU element by element, they cost a kernel launch per write
-        # and a synchronisation per document (19.6x slower on an H100: benchmarks/snippet_views_speed.py).
-        weights = np.zeros((batch, num_views, states.shape[1]), dtype=np.float32)
-        view_mask = np.zeros((batch, num_views), dtype=bool)
-        spans = np.full((batch, num_views, 2), -1, dtype=np.int64)
-        for b, length in enumerate(mask.sum(dim=1).tolist()):
-            length = int(length)
-            weights[b, 0, :length] = pooling_weights(length, self.pooling).numpy()
-            view_mask[b, 0] = True
-            if num_views == 1:
-                continue
-            rows_of_text = sentences[b]
-            merged = merge_to_n([(s, e) for s, e, _, _ in rows_of_text], self.num_snippets)
-            for v, (start, end) in enumerate(merged, start=1):
-                # a snippet is consecutive sentences: its tokens run from its first sentence's to its last's
-                inside = [(lo, hi) for s, e, lo, hi in rows_of_text if start <= s and e <= end]
-                lo, hi = inside[0][0], inside[-1][1]
-                if hi > lo:
-                    weights[b, v, lo:hi] = 1.0 / (hi - lo)
-                    view_mask[b, v] = True
-                    spans[b, v, 0], spans[b, v, 1] = start, end
-        weights = torch.from_numpy(weights).to(device=states.device, dtype=states.dtype)
-        view_mask, spans = torch.from_numpy(view_mask).to(states.device), torch.from_numpy(spans).to(states.device)
-        views = torch.einsum("bvl,bld->bvd", weights, states)
+        if task == "query" or windows is None or sentences is None:
+            return self._pool_whole_rows(features, states, features["attention_mask"])
+        layout = self._layout(windows.tolist(), sentence_rows(sentences), states.shape[1], features["attention_mask"])
+        views_of, flat, weights, spans = layout
+        num_docs, num_views = spans.shape[0], spans.shape[1]
+        flat_states = states.reshape(-1, states.shape[-1])
+        index = torch.from_numpy(flat).to(states.device)
+        scale = torch.from_numpy(weights).to(device=states.device, dtype=states.dtype)
+        target = torch.from_numpy(views_of).to(states.device)
+        views = torch.zeros(num_docs * num_views, states.shape[-1], device=states.device, dtype=states.dtype)
+        views = views.index_add(0, target, flat_states[index] * scale[:, None]).reshape(num_docs, num_views, -1)
         if self.normalize:
             views = F.normalize(views, dim=-1)
+        view_mask = np.zeros((num_docs, num_views), dtype=bool)
+        view_mask[np.unique(views_of) // num_views, np.unique(views_of) % num_views] = True
         features["token_embeddings"] = views
-        features["attention_mask"] = view_mask
-        features[SPANS] = spans
+        features["attention_mask"] = torch.from_numpy(view_mask).to(states.device)
+        features[SPANS] = torch.from_numpy(spans).to(states.device)
         return features
+
+    def _pool_whole_rows(self, features: dict[str, Any], states: Tensor, mask: Tensor) -> dict[str, Any]:
+        """One vector per row, pooled as the model pools (queries, and texts preprocessed without windows)."""
+        batch = states.shape[0]
+        weights = np.zeros((batch, 1, states.shape[1]), dtype=np.float32)
+        for b, length in enumerate(mask.sum(dim=1).tolist()):
+            weights[b, 0, : int(length)] = pooling_weights(int(length), self.pooling).numpy()
+        pooled = torch.einsum("bvl,bld->bvd", torch.from_numpy(weights).to(states.device, states.dtype), states)
+        if self.normalize:
+            pooled = F.normalize(pooled, dim=-1)
+        features["token_embeddings"] = pooled
+        features["attention_mask"] = torch.ones((batch, 1), dtype=torch.bool, device=states.device)
+        features[SPANS] = torch.full((batch, 1, 2), -1, dtype=torch.long, device=states.device)
+        return features
+
+    def _layout(
+        self, windows: list[list[int]], sentences: list[list[tuple]], width: int, mask: Tensor
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """
+        Which token states each view pools: ``(view, flat token index, weight)`` triples as three arrays (a view is
+        ``doc * V + v``, a token ``window row * width + position``) and the views' spans ``(docs, V, 2)``.
+        Built in numpy and moved once (element-by-element writes to device tensors cost a kernel launch each).
+        """
+        if windows and not windows[0][0]:
+            msg = (
+                "These document features begin in the middle of a document's windows: a mini-batch split them "
+                "(leave mini_batch_size unset for snippet-mode models)."
+            )
+            raise ValueError(msg)
+        lengths = mask.sum(dim=1).tolist()
+        docs: list[tuple[int, int]] = []  # (first row, one past the last) per document
+        for r, row in enumerate(windows):
+            if row[0]:
+                docs.append((r, r + 1))
+            else:
+                docs[-1] = (docs[-1][0], r + 1)
+        plans = []
+        for first, last in docs:
+            home = np.concatenate(
+                [
+                    r * width + prefix + np.arange(lo - start, hi - start)
+                    for r, (_, start, _, lo, hi, prefix) in enumerate(windows[first:last], start=first)
+                ]
+            )
+            prefix = windows[first][5]
+            tail_row, (_, start, end, *_, tail_prefix) = last - 1, windows[last - 1]
+            head = first * width + np.arange(prefix)
+            tail = tail_row * width + np.arange(tail_prefix + end - start, int(lengths[tail_row]))
+            rows = sentences[first]
+            count = snippet_count(len(home), self.num_snippets, self.snippet_tokens, self.max_views - 1)
+            groups = merge_groups([(s, e) for s, e, _, _ in rows], count)
+            plans.append((np.concatenate([head, home, tail]), home, rows, groups))
+        num_views = 1 + max(len(groups) for *_, groups in plans)
+        views_of, flat, weights = [], [], []
+        spans = np.full((len(docs), num_views, 2), -1, dtype=np.int64)
+        for b, (whole, home, rows, groups) in enumerate(plans):
+            views_of.append(np.full(len(whole), b * num_views, dtype=np.int64))
+            flat.append(whole)
+            weights.append(pooling_weights(len(whole), self.pooling).numpy())
+            for v, (a, z) in enumerate(groups, start=1):
+                lo, hi = rows[a][2], rows[z - 1][3]
+                if hi > lo:
+                    views_of.append(np.full(hi - lo, b * num_views + v, dtype=np.int64))
+                    flat.append(home[lo:hi])
+                    weights.append(np.full(hi - lo, 1.0 / (hi - lo), dtype=np.float32))
+                    spans[b, v] = rows[a][0], rows[z - 1][1]
+        return (
+            np.concatenate(views_of),
+            np.concatenate(flat).astype(np.int64, copy=False),
+            np.concatenate(weights).astype(np.float32, copy=False),
+            spans,
+        )
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.save_config(output_path)
+
+
+def check_snippet_options(num_snippets: Any, snippet_tokens: Any, max_views: Any) -> None:
+    """Clear errors for the snippet options (a JSON config can hold anything)."""
+    for name, value, least in (("num_snippets", num_snippets, 1), ("max_views", max_views, 2)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            msg = f"{name} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(msg)
+    if snippet_tokens is not None and (
+        not isinstance(snippet_tokens, int) or isinstance(snippet_tokens, bool) or snippet_tokens < 1
+    ):
+        msg = f"snippet_tokens must be a positive integer or None, got {snippet_tokens!r}."
+        raise ValueError(msg)
+    if max_views < num_snippets + 1:
+        msg = f"max_views ({max_views}) leaves no room for {num_snippets} snippets and the whole-text view."
+        raise ValueError(msg)
 
 
 class ViewerTransformer(_BackboneWithoutPooler, Transformer):
@@ -254,7 +470,14 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
     :param document_length: Document length in tokens, viewer and special tokens included.
     """
 
-    config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "mode", "num_views", "viewer_position", "viewer_init"]
+    config_keys: ClassVar[list[str]] = [
+        *Transformer.config_keys,
+        "mode",
+        "num_views",
+        "viewer_position",
+        "viewer_init",
+        "on_truncation",
+    ]
 
     def __init__(
         self,
@@ -266,6 +489,7 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         viewer_init: str = "random",
         query_length: int | None = 64,
         document_length: int | None = 256,
+        on_truncation: str = "warn",
         **kwargs: Any,
     ) -> None:
         if mode not in ("mvr", "camvr"):
@@ -276,12 +500,11 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         self.num_views = num_views
         self.viewer_position = viewer_position
         self.viewer_init = viewer_init
+        self.on_truncation = on_truncation
         self._builder: tuple[tuple, InputBuilder] | None = None
         config = self.multi_view_config  # validates the options
         missing = [t for t in (QUERY_VIEWER, *viewer_tokens(num_views)) if t not in self.tokenizer.get_vocab()]
         if missing:
-            from haystack_mvr.modeling.encoder import add_viewer_tokens
-
             add_viewer_tokens(self.tokenizer, self.auto_model, config)
 
     @property
@@ -307,11 +530,20 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
             doc_max_length=max_length or self.document_length or self.max_seq_length,
             viewer_position=self.viewer_position,
             viewer_init=self.viewer_init,  # type: ignore[arg-type]
+            on_truncation=self.on_truncation,  # type: ignore[arg-type]
         )
 
     def builder(self, max_length: int | None = None) -> InputBuilder:
         """``MultiViewEncoder``'s ``InputBuilder`` for this module (``max_length``: for queries and documents alike)."""
-        key = (self.mode, self.num_views, self.query_length, self.document_length, self.viewer_position, max_length)
+        key = (
+            self.mode,
+            self.num_views,
+            self.query_length,
+            self.document_length,
+            self.viewer_position,
+            self.on_truncation,
+            max_length,
+        )
         if self._builder is None or self._builder[0] != key:
             self._builder = (key, InputBuilder(self.tokenizer, self._config(max_length)))
         return self._builder[1]
@@ -377,13 +609,19 @@ def snippet_encoder(
     doc_max_length: int | None = None,
     pooling: str | None = None,
     normalize: bool | None = None,
+    snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
+    window_overlap: int = DEFAULT_WINDOW_OVERLAP,
+    max_views: int = DEFAULT_MAX_VIEWS,
     device: str | None = "cpu",
     **load: Any,
 ) -> MultiVectorEncoder:
     """
     A snippet-mode ``MultiVectorEncoder`` over any sentence-transformers (or plain BERT-like) model, taking the
-    model's own pooling, normalisation and max length unless given.
+    model's own pooling, normalisation and max length (the window) unless given.
 
+    :param snippet_tokens: Tokens per snippet of a long document (``SnippetViews``).
+    :param window_overlap: Context tokens on each side of a window (``SnippetTransformer``).
+    :param max_views: The most views a document gets, the global one included.
     :param load: sentence-transformers loading options for the backbone (``model_kwargs``, ``processor_kwargs``...).
     """
     defaults = sentence_transformers_defaults(str(model_name_or_path))
@@ -393,12 +631,15 @@ def snippet_encoder(
         max_seq_length=doc_max_length,
         query_length=query_max_length or defaults.get("query_max_length"),
         document_length=doc_max_length,
+        window_overlap=window_overlap,
         **load,
     )
     views = SnippetViews(
         num_snippets=num_snippets,
         pooling=pooling or defaults.get("pooling", "mean"),
         normalize=defaults.get("normalize", False) if normalize is None else normalize,
+        snippet_tokens=snippet_tokens,
+        max_views=max_views,
     )
     return MultiVectorEncoder(modules=[transformer, views], device=device)
 
@@ -463,16 +704,23 @@ def view_modules(model: MultiVectorEncoder) -> list[Module]:
     return [m for m in model.modules() if isinstance(m, (SnippetViews, ViewerPooling))]
 
 
-def _modules_for(config: MultiViewConfig, backbone_folder: Path, **load: Any) -> list[Module]:
+def _modules_for(config: MultiViewConfig, backbone_folder: str | Path, **load: Any) -> list[Module]:
     if config.mode == "snippet":
         transformer: Transformer = SnippetTransformer(
             str(backbone_folder),
             max_seq_length=config.doc_max_length,
             query_length=config.query_max_length,
             document_length=config.doc_max_length,
+            window_overlap=config.window_overlap,
             **load,
         )
-        views: Module = SnippetViews(config.num_views, pooling=config.pooling, normalize=config.normalize)
+        views: Module = SnippetViews(
+            config.num_views,
+            pooling=config.pooling,
+            normalize=config.normalize,
+            snippet_tokens=config.snippet_tokens,
+            max_views=config.max_views,
+        )
     else:
         transformer = ViewerTransformer(
             str(backbone_folder),
@@ -482,10 +730,30 @@ def _modules_for(config: MultiViewConfig, backbone_folder: Path, **load: Any) ->
             viewer_init=config.viewer_init,
             query_length=config.query_max_length,
             document_length=config.doc_max_length,
+            on_truncation=config.on_truncation,
             **load,
         )
         views = ViewerPooling(normalize=config.normalize)
     return [transformer, views]
+
+
+def snippet_encoder_from_config(
+    config: MultiViewConfig, model_name_or_path: str | Path, *, device: str | None = "cpu", **load: Any
+) -> MultiVectorEncoder:
+    """The snippet-mode ``MultiVectorEncoder`` a snippet :class:`MultiViewConfig` describes, over a backbone."""
+    if config.mode != "snippet":
+        msg = f"snippet_encoder_from_config builds snippet mode, not {config.mode!r}."
+        raise ValueError(msg)
+    return MultiVectorEncoder(modules=_modules_for(config, Path(model_name_or_path), **load), device=device)
+
+
+def snippet_encoder_from_checkpoint(folder: str | Path, *, device: str | None = "cpu", **load: Any) -> MultiVectorEncoder:
+    """
+    An older snippet-mode checkpoint (a backbone folder with ``multi_view_config.json``) as a ``MultiVectorEncoder``
+    with the same views for documents that fit the window; ``.save(...)`` writes it in today's format.
+    """
+    config = MultiViewConfig.load(folder)
+    return snippet_encoder_from_config(config, folder, device=device, **load)
 
 
 def save_multi_view_encoder(encoder: MultiViewEncoder, directory: str | Path) -> Path:
@@ -496,8 +764,6 @@ def save_multi_view_encoder(encoder: MultiViewEncoder, directory: str | Path) ->
     with a ``query`` and a ``document`` route, each such a pair over its own backbone. The folder loads with
     ``MultiVectorEncoder(directory, trust_remote_code=True)`` and in the Haystack embedders, giving the same views.
     """
-    from haystack_mvr.modeling.encoder import DOCUMENT_SUBFOLDER, QUERY_SUBFOLDER
-
     directory = Path(directory)
     config = encoder.config
     with tempfile.TemporaryDirectory(prefix="haystack-mvr-st-") as scratch:

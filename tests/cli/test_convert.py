@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
 
 from haystack_mvr.cli.main import main
-from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
 
 pytest.importorskip("sentence_transformers", minversion="6")
 
@@ -19,16 +21,24 @@ def old_checkpoint(request, tiny_backbone, tmp_path_factory):
     """A multi_view_config.json checkpoint (a snippet one written as the older format wrote it)."""
     torch.manual_seed(0)
     mode = request.param.split("-")[0]
+    path = tmp_path_factory.mktemp(f"old-{request.param}")
+    if mode == "snippet":  # the older format: the backbone with its snippet options in multi_view_config.json
+        shutil.copytree(tiny_backbone, path, dirs_exist_ok=True)
+        MultiViewConfig(mode="snippet", num_views=3, doc_max_length=64).save(path)
+        return path
     options = {"tied": False} if request.param.endswith("untied") else {}
     encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode=mode, num_views=3, doc_max_length=64, **options)
-    path = tmp_path_factory.mktemp(f"old-{request.param}")
-    if mode == "snippet":  # save_pretrained now writes the sentence-transformers format: write the older one
-        encoder.document_backbone.save_pretrained(path)
-        encoder.tokenizer.save_pretrained(path)
-        encoder.config.save(path)
-    else:
-        encoder.save_pretrained(path)
+    encoder.save_pretrained(path)
     return path
+
+
+def load_old(path):
+    """The checkpoint as the embedders serve it."""
+    if MultiViewConfig.load(path).mode == "snippet":
+        from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+        return MultiVectorEncoderAdapter.snippet(path, device="cpu")
+    return MultiViewEncoder.from_pretrained(path)
 
 
 def test_convert_gives_the_same_views(old_checkpoint, tmp_path, capsys):
@@ -36,7 +46,7 @@ def test_convert_gives_the_same_views(old_checkpoint, tmp_path, capsys):
 
     assert main(["convert", str(old_checkpoint), str(tmp_path / "new")]) == 0
     assert "same views and queries" in capsys.readouterr().out
-    old = MultiViewEncoder.from_pretrained(old_checkpoint)
+    old = load_old(old_checkpoint)
     new = MultiVectorEncoder(str(tmp_path / "new"), device="cpu", trust_remote_code=True)
     for a, b in zip(old.encode_documents(TEXTS), new.encode_document(TEXTS), strict=True):
         np.testing.assert_allclose(a.views, b.numpy(), rtol=0, atol=1e-6)

@@ -208,7 +208,7 @@ def test_loading_options_reach_transformers(tiny_backbone, monkeypatch):
     )
     embedder.warm_up()
     assert seen["revision"] == "main" and seen["hidden_dropout_prob"] == 0.25
-    assert embedder.encoder.document_backbone.config.hidden_dropout_prob == 0.25
+    assert embedder.encoder.model[0].auto_model.config.hidden_dropout_prob == 0.25
 
 
 def test_missing_local_model_fails_at_once_naming_the_fix(tmp_path, monkeypatch):

@@ -16,6 +16,10 @@ DOCS = [
 @pytest.fixture(scope="module", params=["mvr", "camvr", "snippet"])
 def encoder(request, tiny_backbone):
     torch.manual_seed(0)
+    if request.param == "snippet":  # snippet mode runs on sentence-transformers modules, behind the same interface
+        from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+        return MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=4, doc_max_length=64)
     return MultiViewEncoder.from_pretrained(tiny_backbone, mode=request.param, num_views=4, doc_max_length=64)
 
 
@@ -71,17 +75,25 @@ def test_camvr_truncation_keeps_every_viewer(tiny_backbone):
 
 
 def test_snippet_views_are_means_of_token_states(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet", num_views=4, normalize=False)
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    enc = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=4, normalize=False)
     text = "The cat sat. The dog ran far away."
-    batch = enc.tokenize_documents([text])
+    transformer = enc.model[0]
+    row = transformer.tokenizer(text, return_tensors="pt")
     with torch.no_grad():
-        hidden = enc.document_backbone(**batch.inputs).last_hidden_state[0]
-        views, mask = enc.embed_documents(batch)
-    assert mask[0].tolist() == [True, True, True, False, False]
-    torch.testing.assert_close(views[0, 0], hidden.mean(dim=0))
-    first = enc.tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]
-    torch.testing.assert_close(views[0, 1], hidden[1 : 1 + len(first)].mean(dim=0))
-    assert batch.spans[0][0] is None and text[slice(*batch.spans[0][1])] == "The cat sat."
+        hidden = transformer.auto_model(**row).last_hidden_state[0]
+    encoded = enc.encode_documents([text])[0]
+    assert encoded.views.shape[0] == 3  # the whole text and two sentences; no padding views
+    np.testing.assert_allclose(encoded.views[0], hidden.mean(dim=0).numpy(), atol=1e-6)
+    first = transformer.tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]
+    np.testing.assert_allclose(encoded.views[1], hidden[1 : 1 + len(first)].mean(dim=0).numpy(), atol=1e-6)
+    assert encoded.spans[0] is None and text[slice(*encoded.spans[1])] == "The cat sat."
+
+
+def test_multi_view_encoder_refuses_snippet_mode(tiny_backbone):
+    with pytest.raises(ValueError, match="snippet_encoder"):
+        MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet")
 
 
 def test_batching_and_padding_do_not_change_views(encoder):
@@ -188,8 +200,10 @@ def test_viewer_attention_rows_are_distributions(tiny_backbone):
 def test_snippet_mode_global_view_and_query_match_sentence_transformers(minilm):
     from sentence_transformers import SentenceTransformer
 
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
     st = SentenceTransformer(str(minilm), device="cpu")
-    enc = MultiViewEncoder.from_pretrained(minilm, mode="snippet")
+    enc = MultiVectorEncoderAdapter.snippet(minilm, device="cpu")
     assert enc.config.normalize and enc.config.doc_max_length == 256
     expected = st.encode(DOCS, convert_to_numpy=True)
     got = np.stack([d.views[0] for d in enc.encode_documents(DOCS)])

@@ -158,26 +158,34 @@ def test_viewer_transformer_rejects_snippet_mode(tiny_backbone):
         ViewerTransformer(str(tiny_backbone), mode="snippet")
 
 
-def test_snippet_encoders_save_in_sentence_transformers_format(tiny_backbone, tmp_path):
-    from haystack_mvr.modeling import MultiViewEncoder
-    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+def test_an_older_snippet_checkpoint_converts_and_keeps_its_views(tiny_backbone, tmp_path):
+    """A backbone folder with a snippet ``multi_view_config.json`` (the format before issue 16) still loads."""
+    import shutil
 
-    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet", num_views=3, query_max_length=8)
-    (tmp_path / "snippet").mkdir()
-    (tmp_path / "snippet" / "multi_view_config.json").write_text("{}")  # an older save in the same folder
-    encoder.save_pretrained(tmp_path / "snippet")
-    assert (tmp_path / "snippet" / "modules.json").is_file()
-    assert not (tmp_path / "snippet" / "multi_view_config.json").exists()
-    again = MultiViewEncoder.from_pretrained(tmp_path / "snippet")
-    assert (again.config.query_max_length, again.config.doc_max_length) == (8, encoder.config.doc_max_length)
-    assert again.fingerprint() == encoder.fingerprint()
-    adapter = MultiVectorEncoderAdapter.load(tmp_path / "snippet", device="cpu")
+    from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_modules import snippet_encoder_from_checkpoint
+
+    old = tmp_path / "old"
+    shutil.copytree(tiny_backbone, old)
+    MultiViewConfig(mode="snippet", num_views=3, query_max_length=8, doc_max_length=64).save(old)
+    fresh = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=3, query_max_length=8)
+    loaded = MultiVectorEncoderAdapter.snippet(old, device="cpu")
+    assert loaded.config.num_views == 3 and loaded.config.query_max_length == 8
+    with pytest.raises(ValueError, match="snippet_encoder_from_checkpoint"):
+        MultiViewEncoder.from_pretrained(old)
+    with pytest.raises(ValueError, match="cannot override"):
+        MultiVectorEncoderAdapter.snippet(old, device="cpu", num_views=5)
+    converted = snippet_encoder_from_checkpoint(old)
+    converted.save(str(tmp_path / "new"))
+    again = MultiVectorEncoderAdapter.load(tmp_path / "new", device="cpu")
     long_query = "which river flows through the old capital city of Poland?"  # longer than 8 tokens
-    np.testing.assert_allclose(adapter.encode_queries([long_query]), encoder.encode_queries([long_query]), atol=1e-6)
-    for a, b in zip(adapter.encode_documents(TEXTS), encoder.encode_documents(TEXTS), strict=True):
-        assert a.spans == b.spans
-        np.testing.assert_allclose(a.views, b.views, atol=1e-6)
-    assert adapter.identity("m") == encoder.identity("m")
+    for other in (loaded, again):
+        np.testing.assert_allclose(other.encode_queries([long_query]), fresh.encode_queries([long_query]), atol=1e-6)
+        for a, b in zip(other.encode_documents(TEXTS), fresh.encode_documents(TEXTS), strict=True):
+            assert a.spans == b.spans
+            np.testing.assert_allclose(a.views, b.views, atol=1e-6)
+    assert again.identity("m") == loaded.identity("m")
 
 
 def test_the_adapter_refuses_other_folders(tiny_backbone):

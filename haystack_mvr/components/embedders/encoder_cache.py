@@ -120,12 +120,12 @@ def load_encoder(
     """
     Load (once) the encoder for ``model`` on ``device``.
 
-    - a ``multi_view_config.json`` checkpoint (``haystack-mvr train``): ``MultiViewEncoder``;
-    - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet encoder,
+    - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
       ``haystack_mvr.modeling.st_modules``): sentence-transformers' ``MultiVectorEncoder``, through
-      ``MultiVectorEncoderAdapter`` (needs ``sentence-transformers>=6``);
-    - any other backbone: ``MultiViewEncoder`` in the training-free ``snippet`` mode only: untrained viewer tokens
-      would be random, and two components would draw different ones.
+      ``MultiVectorEncoderAdapter``;
+    - any other backbone: the training-free ``snippet`` mode only (untrained viewer tokens would be random, and two
+      components would draw different ones), built from ``st_modules`` and served the same way;
+    - an older ``multi_view_config.json`` checkpoint: ``MultiViewEncoder`` (MVR, CAMVR), or snippet mode as above.
 
     ``encoder_kwargs`` must agree with a checkpoint's saved configuration. A model that cannot be found raises
     ``ModelNotFoundError`` at once, naming it and the packaged offline weights.
@@ -133,7 +133,10 @@ def load_encoder(
     options = options or LoadOptions()
     encoder_options = dict(encoder_kwargs)
     layout = None
-    if not is_multi_view_checkpoint(model):
+    snippet = False
+    if is_multi_view_checkpoint(model):
+        snippet = MultiViewConfig.load(model).mode == "snippet"
+    else:
         name, resolved = resolve_model(model, options)
         layout = sentence_transformers_layout(name, resolved)
         if layout is not None:
@@ -143,6 +146,7 @@ def load_encoder(
                 msg = f"{model!s} was saved with a different configuration; cannot override {conflicts}."
                 raise ValueError(msg)
         else:
+            snippet = True
             encoder_options.setdefault("mode", "snippet")
             if encoder_options["mode"] != "snippet":
                 msg = (
@@ -160,6 +164,11 @@ def load_encoder(
         if key not in _cache:
             if layout is not None:
                 _cache[key] = _load_sentence_transformers(model, device, options)
+            elif snippet:
+                from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+                adapter = MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **encoder_options)
+                _cache[key] = adapter.eval()
             else:
                 encoder = MultiViewEncoder.from_pretrained(model, load_options=options, **encoder_options)
                 _cache[key] = encoder.to(device).eval()
