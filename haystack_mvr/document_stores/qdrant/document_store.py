@@ -1,15 +1,23 @@
-"""A Qdrant-backed multi-view document store: one point per document, its views in a MAX_SIM multivector."""
+"""A Qdrant-backed multi-view document store: one point per document, its views in a MAX_SIM multivector.
+
+Several writers may share one collection (store objects in one process, processes on several machines against a
+server), so the store never trusts what it remembers about the collection when that could be stale, and never
+deletes or recreates a collection on its own: the schema (dimension, comparator, global view) is fixed when the
+collection is created, and every later write is checked against the collection as it is.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
@@ -23,14 +31,38 @@ from qdrant_client.http import models
 from haystack_mvr.document_stores import metadata_queries
 from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
-from haystack_mvr.document_stores.qdrant.converters import GLOBAL_VECTOR, SEQ_KEY, VIEWS_VECTOR, PreparedDocument
+from haystack_mvr.document_stores.qdrant.converters import (
+    GLOBAL_VECTOR,
+    MAX_MULTIVECTOR_FLOATS,
+    SEQ_KEY,
+    VIEWS_VECTOR,
+    PreparedDocument,
+)
 from haystack_mvr.document_stores.qdrant.filters import convert_filters
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match
 
+logger = logging.getLogger(__name__)
+
 #: Key of this package's record in the collection metadata (the encoder config the views come from).
 METADATA_KEY = "haystack_mvr"
 _SCROLL_PAGE = 256
+#: On a server, how long a read may reuse the collection description it last fetched (writes always fetch it).
+#: A read that fails on a reused description fetches it again and retries once.
+SERVER_DESCRIPTION_TTL_S = 30.0
+#: Numbers (views x dimension) per upsert request at most, besides ``write_batch_size`` points: one maximal
+#: document, about 20 MB of JSON, under a server's default 32 MB request limit.
+MAX_REQUEST_FLOATS = MAX_MULTIVECTOR_FLOATS
+
+_T = TypeVar("_T")
+
+
+class CollectionMismatchError(DocumentStoreError, ValueError):
+    """A write or a query that does not fit the collection as it is (its dimension, encoder or vectors)."""
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 class _LocalClients:
@@ -38,35 +70,66 @@ class _LocalClients:
     One ``QdrantClient`` per local storage folder in this process, shared by every store opened on it.
 
     Local mode locks its folder against a second client, so two stores on the same ``path`` (a pipeline loaded
-    back from YAML next to the one that wrote it) share one client, and one lock serializing calls to it. The
-    client is closed when the last store using it is closed or garbage-collected.
+    back from YAML next to the one that wrote it) share one client, and one call lock serializing calls to it.
+    The call lock of a folder exists from the first store constructed on it and is never replaced, so two
+    threads are never inside the engine at once. The client is closed when the last store using it is closed or
+    garbage-collected.
+
+    After ``fork()`` the child holds copies of the parent's clients and of their folder locks: the child never
+    uses them (stores refuse, see ``QdrantMultiViewDocumentStore._check_process``) and never closes them, since
+    closing a copy would release the parent's folder lock and let a third process open the folder.
     """
 
     def __init__(self) -> None:
         # Re-entrant: a store's finalizer (``release``) may run from garbage collection inside ``acquire``.
         self._lock = threading.RLock()
-        self._open: dict[str, list[Any]] = {}  # realpath -> [client, call lock, users]
+        self._open: dict[str, list[Any]] = {}  # realpath -> [client, users]
+        self._call_locks: dict[str, threading.RLock] = {}
+        self._inherited: list[QdrantClient] = []  # a fork's copies of the parent's clients: kept, never closed
+        self._watching_forks = False
 
-    def acquire(self, path: str) -> tuple[str, QdrantClient, threading.RLock]:
-        key = os.path.realpath(path)
-        with self._lock:
-            if key not in self._open:
-                # Calls come from worker threads too (the async methods); the call lock serializes them.
-                client = QdrantClient(path=path, force_disable_check_same_thread=True)
-                self._open[key] = [client, threading.RLock(), 0]
-            entry = self._open[key]
-            entry[2] += 1
-            return key, entry[0], entry[1]
+    @staticmethod
+    def key(path: str) -> str:
+        return os.path.realpath(path)
 
-    def release(self, key: str) -> None:
+    def call_lock(self, key: str) -> threading.RLock:
+        """The lock serializing every call on the folder ``key`` in this process (one per folder, never replaced)."""
         with self._lock:
+            return self._call_locks.setdefault(key, threading.RLock())
+
+    def acquire(self, key: str) -> QdrantClient:
+        with self._lock:
+            self._watch_forks()
             entry = self._open.get(key)
             if entry is None:
+                # Calls come from worker threads too (the async methods); the call lock serializes them.
+                entry = self._open[key] = [QdrantClient(path=key, force_disable_check_same_thread=True), 0]
+            entry[1] += 1
+            return entry[0]
+
+    def release(self, key: str, client: QdrantClient) -> None:
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is None or entry[0] is not client:  # closed already, or a fork's copy of the parent's
                 return
-            entry[2] -= 1
-            if entry[2] <= 0:  # no store uses the client any more, so no call is in flight
+            entry[1] -= 1
+            if entry[1] <= 0:  # no store uses the client any more, so no call is in flight
                 del self._open[key]
                 entry[0].close()
+
+    def _watch_forks(self) -> None:
+        # Registered on first use, not at import: importing the store has no process-wide effect.
+        if not self._watching_forks and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+            self._watching_forks = True
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.RLock()  # a parent thread may have held it during the fork
+        for client, _users in self._open.values():
+            client.close = _do_nothing  # shadows the method for this copy, and for its __del__
+            self._inherited.append(client)
+        self._open = {}
+        self._call_locks = {}
 
 
 _LOCAL_CLIENTS = _LocalClients()
@@ -83,6 +146,14 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     Views arrive as described in ``haystack_mvr.views``; documents without vectors are stored and filterable but
     never returned by a search.
 
+    Several store objects and processes may share one collection. Its schema (view dimension, ``MAX_SIM``
+    comparator, global view) is fixed when it is created, by the first write: from ``embedding_dim`` when given,
+    else from the first vectors written; documents without vectors are points without vectors in the same
+    collection. The store never deletes or recreates a collection on its own (only
+    ``delete_all_documents(recreate_index=True)`` does, when asked). Every write checks the collection as it is
+    now (dimension, encoder record): a mismatch is a :class:`CollectionMismatchError` (a ``DocumentStoreError``
+    and a ``ValueError``) and writes nothing.
+
     Where the data lives (at most one of the three; none means ``location=":memory:"``):
 
     :param location: ``":memory:"`` for qdrant-client's in-process local mode (a pure-Python engine: tests,
@@ -90,16 +161,21 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     :param url: A Qdrant server or cluster, e.g. ``"http://localhost:6333"``.
     :param path: A folder for persistent local mode; reopening it (another process, or after :meth:`close`)
         finds the documents and the recorded encoder config again. Stores opened on the same ``path`` in one
-        process share one client.
+        process share one client and one call lock. One process holds a folder: a store used in a ``fork()``
+        child of the process that opened it raises ``DocumentStoreError`` (open stores after forking). Open
+        only folders you wrote: qdrant-client unpickles their contents.
     :param api_key: The server's API key, as a ``Secret`` (serialized as the name of its environment variable,
         never in clear; a token secret refuses to serialize). Default: env var ``QDRANT_API_KEY`` if set.
     :param index: The collection name.
-    :param embedding_dim: Vector dimension; ``None`` takes it from an existing collection or from the first
-        vectors written. On a server, pass it: a collection created before any vector arrived is rebuilt when
-        the first one does.
+    :param embedding_dim: Vector dimension of a collection this store creates, and the one it expects of an
+        existing collection; ``None`` takes it from an existing collection or from the first vectors written.
+        Pass it when documents without vectors may be written first: a collection created by such a write
+        without ``embedding_dim`` has no vectors, and Qdrant cannot add them later (vectors written to it are
+        refused with a clear error).
     :param encoder_config: The encoder config the views must come from (``meta["mvr_encoder"]`` of written
-        documents). Recorded in the collection metadata on first write; documents from another encoder, or a
-        collection recorded with another one, are refused.
+        documents). Recorded in the collection metadata when the collection is created or at the first write
+        naming an encoder; documents from another encoder, or a collection recorded with another one, are
+        refused. Checked against the collection itself at every write, whoever recorded it.
     :param global_view: Also store view 0 as a dense named vector (``mvr_global``), for ``prefetch_limit``.
     :param on_disk: Keep the vectors on disk (memory-mapped) on a server.
     :param shard_number: Shards of a new collection (server / cluster).
@@ -180,7 +256,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self.api_key = api_key
         self.index = index
         self.embedding_dim = embedding_dim
-        self._encoder_config = encoder_config
+        self._configured_encoder = encoder_config
         self.global_view = global_view
         self.on_disk = on_disk
         self.shard_number = shard_number
@@ -192,13 +268,19 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self.prefetch_limit = prefetch_limit
         self.timeout = timeout
         self.write_batch_size = write_batch_size
-        # Connection state: nothing is opened before the first call.
+        # Connection state: nothing is opened before the first call. A folder's call lock exists from here on,
+        # shared with every store on the folder in this process, and is never replaced.
+        self._local_key: str | None = _LOCAL_CLIENTS.key(path) if path is not None else None
+        self._lock: threading.RLock = (
+            _LOCAL_CLIENTS.call_lock(self._local_key) if self._local_key is not None else threading.RLock()
+        )
         self._client: QdrantClient | None = None
         self._async_client: AsyncQdrantClient | None = None
-        self._lock: threading.RLock = threading.RLock()
-        self._local_key: str | None = None
+        self._pid: int | None = None  # the process that opened the clients
         self._finalizer: weakref.finalize | None = None
+        # What the store last read of its collection (never trusted where it could be stale, see ``_describe``).
         self._collection: _Collection | None = None
+        self._described_at = float("-inf")
         self._last_seq = 0
 
     # ------------------------------------------------------------------------------------ serialization
@@ -211,7 +293,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             api_key=self.api_key.to_dict() if self.api_key is not None else None,
             index=self.index,
             embedding_dim=self.embedding_dim,
-            encoder_config=self._encoder_config,
+            encoder_config=self._configured_encoder,
             global_view=self.global_view,
             on_disk=self.on_disk,
             shard_number=self.shard_number,
@@ -234,13 +316,30 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     @property
     def encoder_config(self) -> dict[str, Any] | None:
         """
-        The encoder config the stored views come from: the collection's record once the store has read it (any
-        call that touches the collection does), else the one given to the constructor.
+        The encoder config the stored views come from: the collection's record, else the one given to the
+        constructor (``None`` while neither is known).
 
-        Reading it never connects: ``isinstance(store, MultiViewDocumentStore)`` evaluates it (Python 3.11), and
-        building a retriever or loading a pipeline must not open a folder or reach a server.
+        Reading it reads the record from the collection (local mode: as it is now; a server: at most
+        ``SERVER_DESCRIPTION_TTL_S`` old), so the retriever's encoder check holds from the first query of a store
+        opened on existing data. It opens nothing for nothing: not a ``path`` folder that holds no Qdrant storage
+        yet, not a ``:memory:`` store not used yet, and not for the attribute look-up of ``isinstance(store,
+        MultiViewDocumentStore)`` (Python < 3.12 reads protocol attributes): building a retriever or loading a
+        pipeline never opens a folder or reaches a server.
         """
-        return self._encoder_config
+        if self._record_is_reachable() and not _in_protocol_check():
+            collection = self._read(lambda c: c)
+            if collection is not None and collection.encoder_config is not None:
+                return collection.encoder_config
+        elif self._collection is not None and self._collection.encoder_config is not None:
+            return self._collection.encoder_config
+        return self._configured_encoder
+
+    def _record_is_reachable(self) -> bool:
+        if self.path is not None:
+            return self._client is not None or os.path.exists(os.path.join(self.path, "meta.json"))
+        if self.is_local:
+            return self._client is not None
+        return True
 
     # ---------------------------------------------------------------------------------------- connection
     @property
@@ -251,21 +350,51 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     @property
     def client(self) -> QdrantClient:
         """The ``QdrantClient``, opened on first use."""
+        self._check_process()
         if self._client is None:
             with self._lock:
                 if self._client is None:
                     self._client = self._open()
+                    self._pid = os.getpid()
         return self._client
 
     def _open(self) -> QdrantClient:
-        if self.path is not None:
-            key, client, lock = _LOCAL_CLIENTS.acquire(self.path)
-            self._local_key, self._lock = key, lock
-            self._finalizer = weakref.finalize(self, _LOCAL_CLIENTS.release, key)
+        if self._local_key is not None:
+            key = self._local_key
+            client = _LOCAL_CLIENTS.acquire(key)
+            self._finalizer = weakref.finalize(self, _LOCAL_CLIENTS.release, key, client)
             return client
         if self.is_local:
             return QdrantClient(location=":memory:")
         return QdrantClient(**self._server_options())
+
+    def _check_process(self) -> None:
+        """
+        Refuse a ``path`` store in a ``fork()`` child of the process that opened it; reconnect a server store.
+
+        The child holds a copy of the folder's engine: its writes would never reach the parent (which would go on
+        serving what it holds) and could be overwritten by it. A ``:memory:`` store is a private copy in the child,
+        as any Python object. A server store drops the parent's connections (closing them could disturb the
+        parent's) and opens its own on the next call.
+        """
+        pid = self._pid
+        if pid is None or pid == os.getpid():
+            return
+        if self.path is not None:
+            msg = (
+                f"This store opened the local Qdrant folder {self.path!r} in process {pid}; this process "
+                f"({os.getpid()}) is a fork of it, and a folder is held by one process (a fork's writes never reach "
+                "the parent, which would serve stale reads). Create the store after forking, in the process that "
+                "uses it, or use a Qdrant server for several processes."
+            )
+            raise DocumentStoreError(msg)
+        if not self.is_local:
+            if self._client is not None:
+                self._client.close = _do_nothing  # the parent's connections: neither used nor closed here
+            self._client = None
+            self._async_client = None
+            self._collection = None
+        self._pid = os.getpid()
 
     def _server_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"timeout": self.timeout}
@@ -285,50 +414,100 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             if self._finalizer is not None:
                 self._finalizer()
                 self._finalizer = None
-            elif self._client is not None:
+            elif self._client is not None and self._pid == os.getpid():
                 self._client.close()
             self._client = None
             self._async_client = None
+            self._pid = None
             self._collection = None
-            self._lock = threading.RLock()
 
     async def close_async(self) -> None:
         """:meth:`close`, awaiting the ``AsyncQdrantClient``'s own close (server mode)."""
-        if self._async_client is not None:
+        if self._async_client is not None and self._pid == os.getpid():
             await self._async_client.close()
         self.close()
 
     # -------------------------------------------------------------------------------------- collection
-    def _describe(self) -> _Collection | None:
-        """The collection's layout, checked against this store's options; ``None`` while it does not exist."""
-        if self._collection is not None:
+    @property
+    def _read_max_age(self) -> float:
+        """
+        How old a description of the collection a read may use.
+
+        Local mode reads it at every call (cheap, and another store in this process may have changed the
+        collection). On a server another process may drop or recreate the collection at any time: a read reuses
+        a description for ``SERVER_DESCRIPTION_TTL_S`` and, if it fails, fetches it again (:meth:`_read`).
+        """
+        return 0.0 if self.is_local else SERVER_DESCRIPTION_TTL_S
+
+    def _describe(self, max_age: float = 0.0) -> _Collection | None:
+        """The collection as it is (checked against this store's options); ``None`` while it does not exist."""
+        if self._collection is not None and time.monotonic() - self._described_at < max_age:
             return self._collection
         client = self.client
-        if not client.collection_exists(self.index):
-            return None
-        return self._adopt(client.get_collection(self.index))
+        self._collection = None
+        try:
+            info = client.get_collection(self.index)
+        except Exception:
+            if not client.collection_exists(self.index):
+                return None
+            raise
+        return self._adopt(info)
 
-    async def _describe_async(self) -> _Collection | None:
+    async def _describe_async(self, max_age: float = 0.0) -> _Collection | None:
         """:meth:`_describe` through the ``AsyncQdrantClient``."""
-        if self._collection is not None:
+        if self._collection is not None and time.monotonic() - self._described_at < max_age:
             return self._collection
         client = self._get_async_client()
-        if not await client.collection_exists(self.index):
-            return None
-        return self._adopt(await client.get_collection(self.index))
+        self._collection = None
+        try:
+            info = await client.get_collection(self.index)
+        except Exception:
+            if not await client.collection_exists(self.index):
+                return None
+            raise
+        return self._adopt(info)
 
     def _adopt(self, info: models.CollectionInfo) -> _Collection:
         self._collection = _Collection.read(info, self)
-        if self._collection.encoder_config is not None:
-            self._encoder_config = self._collection.encoder_config
+        self._described_at = time.monotonic()
         return self._collection
 
+    def _read(self, call: Callable[[_Collection | None], _T]) -> _T:
+        """
+        ``call(description)`` under the lock, with a description of the collection recent enough for a read.
+
+        When the description was reused (a server) and the call fails, the collection is read again: if another
+        process dropped or recreated it meanwhile, the call runs once more on what is there now (an empty result
+        for a dropped collection); if nothing changed, the error is the call's own and is raised.
+        """
+        self._check_process()
+        with self._lock:
+            started = time.monotonic()
+            collection = self._describe(self._read_max_age)
+            try:
+                return call(collection)
+            except Exception:
+                if self._described_at >= started and collection is self._collection:
+                    raise  # read just now: nothing stale to blame
+                again = self._describe(0.0)
+                if _same_schema(again, collection):
+                    raise
+                return call(again)
+
     def _get_async_client(self) -> AsyncQdrantClient:
+        self._check_process()
         if self._async_client is None:
             self._async_client = AsyncQdrantClient(**self._server_options())
+            self._pid = os.getpid()
         return self._async_client
 
     def _create(self, dim: int | None, encoder: dict[str, Any] | None) -> _Collection:
+        """
+        Create the collection with its schema, or take the one another writer created meanwhile.
+
+        The schema and the encoder record are fixed here, atomically: of several writers creating the collection
+        at once, one succeeds and the others read (and check) its collection.
+        """
         vectors: dict[str, models.VectorParams] = {}
         if dim is not None:
             vectors[VIEWS_VECTOR] = models.VectorParams(
@@ -354,47 +533,59 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             )
         try:
             self.client.create_collection(self.index, **options)
-        except Exception:  # another store created it meanwhile: use (and check) that one
-            if not self.client.collection_exists(self.index):
+        except Exception:  # another writer created it meanwhile: use (and check) that one
+            if self._describe(0.0) is None:
                 raise
-        self._collection = None
-        described = self._describe()
-        assert described is not None
+        else:
+            if dim is None:
+                logger.warning(
+                    "Qdrant collection %r was created without vectors (its first documents carry none and no "
+                    "embedding_dim was given): it takes documents without vectors only. Pass embedding_dim to "
+                    "create a collection that also takes vectors.",
+                    self.index,
+                )
+        described = self._describe(0.0)
+        if described is None:
+            msg = f"Qdrant collection {self.index!r} was deleted by another client right after it was created."
+            raise DocumentStoreError(msg)
         return described
 
-    def _add_vectors(self, dim: int, encoder: dict[str, Any] | None) -> _Collection:
-        """Rebuild a collection created before any vector arrived (it holds only vectorless points)."""
-        points = [
-            models.PointStruct(id=r.id, vector={}, payload=r.payload) for r in self._scroll(None, with_vectors=False)
-        ]
-        self.client.delete_collection(self.index)
-        self._collection = None
-        collection = self._create(dim, encoder)
-        for batch in _batched(points, self.write_batch_size):
-            self.client.upsert(self.index, points=batch, wait=True)
-        return collection
+    def _record_encoder(self, encoder: dict[str, Any]) -> _Collection:
+        """
+        Record ``encoder`` in a collection that has no record yet, then read it back.
 
-    def _record_encoder(self, encoder: dict[str, Any]) -> None:
+        Qdrant has no compare-and-set on collection metadata: of two writers recording different encoders at the
+        same moment, the one that reads back the other's record raises here, before writing any point.
+        """
         self.client.update_collection(self.index, metadata={METADATA_KEY: {"format": 1, "encoder_config": encoder}})
-        self._collection = None
-        self._encoder_config = encoder
+        collection = self._describe(0.0)
+        if collection is None:
+            msg = f"Qdrant collection {self.index!r} was deleted by another client during this write."
+            raise DocumentStoreError(msg)
+        recorded = collection.encoder_config
+        if recorded is None or _canonical(recorded) != _canonical(encoder):
+            msg = (
+                f"Qdrant collection {self.index!r}: another writer recorded encoder {recorded} while this store "
+                f"recorded {encoder}; nothing of this batch was written. Use another index for another encoder."
+            )
+            raise CollectionMismatchError(msg)
+        return collection
 
     # ------------------------------------------------------------------------------------------ protocol
     def count_documents(self) -> int:
-        with self._lock:
-            if self._describe() is None:
-                return 0
-            return self.client.count(self.index, exact=True).count
+        return self._read(lambda c: 0 if c is None else self.client.count(self.index, exact=True).count)
 
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Documents matching Haystack ``filters`` (all when ``None``), in write order; views are not in ``meta``."""
         qfilter = convert_filters(filters)
-        with self._lock:
-            collection = self._describe()
+
+        def scroll(collection: _Collection | None) -> list[models.Record]:
             if collection is None:
                 return []
             vector = collection.first_view_vector
-            records = list(self._scroll(qfilter, with_vectors=[vector] if vector else False))
+            return list(self._scroll(qfilter, with_vectors=[vector] if vector else False))
+
+        records = self._read(scroll)
         records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
         return [converters.to_document(r.payload, converters.first_view(r.vector)) for r in records]
 
@@ -402,32 +593,42 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         """
         Write documents and their views (one point each). ``DuplicatePolicy.NONE`` means ``FAIL``.
 
-        The whole batch is checked first (types, views, dimension, encoder, duplicates under ``FAIL``): on any
-        error nothing of it is written and nothing stored changes. ``meta["mvr_encoder"]`` is taken off and
-        recorded as the collection's encoder config.
+        The whole batch is checked first (types, views, the multivector limit, dimension, encoder, duplicates
+        under ``FAIL``), against the collection as it is now: on any error nothing of it is written and nothing
+        stored changes. The first write creates the collection (see the class docs); no write ever deletes or
+        recreates it. ``meta["mvr_encoder"]`` is taken off and recorded as the collection's encoder config.
 
         :param documents: Documents (any iterable, a generator too).
         :returns: The number of documents written.
+        :raises CollectionMismatchError: vectors of another dimension than the collection's, vectors for a
+            collection created without vectors, or another encoder than the collection's.
         """
         documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
         prepared = [converters.prepare(d) for d in documents]
+        encoder = _batch_encoder(prepared)
+        dim = _batch_dim(prepared)
+        self._check_process()
         with self._lock:
-            collection = self._describe()
-            encoder = self._batch_encoder(prepared, collection)
-            dim = self._batch_dim(prepared, collection)
+            collection = self._describe(0.0)  # as it is now, whoever changed it since this store last looked
+            if collection is None:
+                chosen = self._apply_policy(prepared, policy, None)
+                if not chosen:
+                    return 0
+                self._check_new_collection(prepared, dim, encoder)
+                collection = self._create(
+                    self.embedding_dim if self.embedding_dim is not None else dim, self._configured_encoder or encoder
+                )
+            self._check_collection(prepared, dim, encoder, collection)
             chosen = self._apply_policy(prepared, policy, collection)
             if not chosen:
                 return 0
-            if collection is None:
-                collection = self._create(dim, encoder)
-            elif dim is not None and collection.dim is None:
-                collection = self._add_vectors(dim, collection.encoder_config or encoder)
-            if encoder is not None and collection.encoder_config is None:
-                self._record_encoder(encoder)
-            points = [converters.to_point(p, self._next_seq(), collection.has_global) for p in chosen]
-            for batch in _batched(points, self.write_batch_size):
-                self.client.upsert(self.index, points=batch, wait=True)
+            wanted = collection.encoder_config or self._configured_encoder or encoder
+            if wanted is not None and collection.encoder_config is None:
+                collection = self._record_encoder(wanted)
+            for batch in _request_batches(chosen, self.write_batch_size):
+                points = [converters.to_point(p, self._next_seq(), collection.has_global) for p in batch]
+                self.client.upsert(self.index, points=points, wait=True)
             return len(chosen)
 
     def delete_documents(self, document_ids: list[str]) -> None:
@@ -435,38 +636,53 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         ids = document_id_list(document_ids)
         if not ids:
             return
-        with self._lock:
-            if self._describe() is None:
-                return
-            selector = models.PointIdsList(points=[converters.point_id(i) for i in ids])
-            self.client.delete(self.index, points_selector=selector, wait=True)
+        selector = models.PointIdsList(points=[converters.point_id(i) for i in ids])
+
+        def delete(collection: _Collection | None) -> None:
+            if collection is not None:
+                self.client.delete(self.index, points_selector=selector, wait=True)
+
+        self._read(delete)
 
     def delete_all_documents(self, recreate_index: bool = False) -> None:
         """
         Delete every document.
 
-        :param recreate_index: Drop the collection itself; the next write creates it again with this store's
-            options (and its encoder config). Otherwise the points are deleted and the collection stays.
+        :param recreate_index: Drop the collection itself (for every store and process using it), to start over,
+            e.g. with another encoder or dimension. It is created again at once with this store's options when
+            ``embedding_dim`` is set, else by the next write. Other stores on it see the new collection at their
+            next call. Otherwise the points are deleted and the collection stays.
         """
+        if not recreate_index:
+
+            def delete(collection: _Collection | None) -> None:
+                if collection is not None:
+                    everything = models.FilterSelector(filter=models.Filter())
+                    self.client.delete(self.index, points_selector=everything, wait=True)
+
+            self._read(delete)
+            return
+        self._check_process()
         with self._lock:
-            if self._describe() is None:
-                return
-            if recreate_index:
+            if self.client.collection_exists(self.index):
                 self.client.delete_collection(self.index)
-                self._collection = None
-            else:
-                self.client.delete(self.index, points_selector=models.FilterSelector(filter=models.Filter()), wait=True)
+            self._collection = None
+            if self.embedding_dim is not None:
+                self._create(self.embedding_dim, self._configured_encoder)
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many."""
         qfilter = convert_filters(filters) or models.Filter()
-        with self._lock:
-            if self._describe() is None:
+
+        def delete(collection: _Collection | None) -> int:
+            if collection is None:
                 return 0
             count = self.client.count(self.index, count_filter=qfilter, exact=True).count
             if count:
                 self.client.delete(self.index, points_selector=models.FilterSelector(filter=qfilter), wait=True)
             return count
+
+        return self._read(delete)
 
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
         """Merge ``meta`` into the meta of every matching document (views unchanged); returns how many."""
@@ -480,20 +696,22 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             )
             raise ValueError(msg)
         qfilter = convert_filters(filters) or models.Filter()
-        with self._lock:
-            if self._describe() is None:
+
+        def update(collection: _Collection | None) -> int:
+            if collection is None:
                 return 0
             count = self.client.count(self.index, count_filter=qfilter, exact=True).count
             if count and meta:
                 self.client.set_payload(self.index, payload=meta, key="meta", points=qfilter, wait=True)
             return count
 
+        return self._read(update)
+
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
         qfilter = convert_filters(filters)
-        with self._lock:
-            if self._describe() is None:
-                return 0
-            return self.client.count(self.index, count_filter=qfilter, exact=True).count
+        return self._read(
+            lambda c: 0 if c is None else self.client.count(self.index, count_filter=qfilter, exact=True).count
+        )
 
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
         return metadata_queries.count_unique(self._payload_documents(filters), metadata_fields)
@@ -553,16 +771,19 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self, query_embeddings: Any, top_k: int, filters: dict[str, Any] | None, return_embedding: bool, single: bool
     ) -> list[list[Document]]:
         queries, qfilter = self._search_inputs(query_embeddings, top_k, filters, single=single)
-        with self._lock:
-            collection = self._describe()
+
+        def query(collection: _Collection | None) -> list[Any] | None:
             if collection is None or collection.dim is None or not len(queries):
-                return [[] for _ in queries]
+                return None
             _check_query_dim(queries, collection.dim)
             requests = [self._request(q, top_k, qfilter) for q in queries]
             if single:
-                responses = [self.client.query_points(self.index, **_as_kwargs(requests[0]))]
-            else:
-                responses = self.client.query_batch_points(self.index, requests=requests)
+                return [self.client.query_points(self.index, **_as_kwargs(requests[0]))]
+            return self.client.query_batch_points(self.index, requests=requests)
+
+        responses = self._read(query)
+        if responses is None:
+            return [[] for _ in queries]
         return [_results(r.points, q, return_embedding) for r, q in zip(responses, queries, strict=True)]
 
     async def search_async(
@@ -593,13 +814,33 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             # (a second, asynchronous local client would be another, empty engine).
             return await asyncio.to_thread(self._search, query_embeddings, top_k, filters, return_embedding, single)
         queries, qfilter = self._search_inputs(query_embeddings, top_k, filters, single=single)
-        collection = await self._describe_async()
-        if collection is None or collection.dim is None or not len(queries):
+
+        async def query(collection: _Collection | None) -> list[Any] | None:
+            if collection is None or collection.dim is None or not len(queries):
+                return None
+            _check_query_dim(queries, collection.dim)
+            requests = [self._request(q, top_k, qfilter) for q in queries]
+            return await self._get_async_client().query_batch_points(self.index, requests=requests)
+
+        responses = await self._read_async(query)
+        if responses is None:
             return [[] for _ in queries]
-        _check_query_dim(queries, collection.dim)
-        requests = [self._request(q, top_k, qfilter) for q in queries]
-        responses = await self._get_async_client().query_batch_points(self.index, requests=requests)
         return [_results(r.points, q, return_embedding) for r, q in zip(responses, queries, strict=True)]
+
+    async def _read_async(self, call: Callable[[_Collection | None], Awaitable[_T]]) -> _T:
+        """:meth:`_read` through the ``AsyncQdrantClient`` (server mode)."""
+        self._check_process()
+        started = time.monotonic()
+        collection = await self._describe_async(self._read_max_age)
+        try:
+            return await call(collection)
+        except Exception:
+            if self._described_at >= started and collection is self._collection:
+                raise
+            again = await self._describe_async(0.0)
+            if _same_schema(again, collection):
+                raise
+            return await call(again)
 
     def _request(self, query: np.ndarray, top_k: int, qfilter: models.Filter | None) -> models.QueryRequest:
         params = None
@@ -679,46 +920,72 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def _payload_documents(self, filters: dict[str, Any] | None) -> list[Document]:
         qfilter = convert_filters(filters)
-        with self._lock:
-            if self._describe() is None:
+
+        def scroll(collection: _Collection | None) -> list[Document]:
+            if collection is None:
                 return []
             return [converters.to_document(r.payload) for r in self._scroll(qfilter, with_vectors=False)]
+
+        return self._read(scroll)
 
     def _next_seq(self) -> int:
         self._last_seq = max(self._last_seq + 1, time.time_ns())
         return self._last_seq
 
-    def _batch_encoder(self, prepared: list[PreparedDocument], collection: _Collection | None) -> dict | None:
-        """The one encoder config of the batch, checked against the store's; ``None`` when nothing names one."""
-        known = collection.encoder_config if collection is not None else None
-        known = known if known is not None else self._encoder_config
-        for p in prepared:
-            if p.encoder is None:
-                continue
-            if known is None:
-                known = p.encoder
-            elif _canonical(p.encoder) != _canonical(known):
-                msg = (
-                    f"Document {p.document.id!r} was encoded by {p.encoder} but this store holds views from "
-                    f"{known}; nothing of this batch was written. Use another index for another encoder."
-                )
-                raise ValueError(msg)
-        return known
+    def _check_new_collection(
+        self, prepared: list[PreparedDocument], dim: int | None, encoder: dict[str, Any] | None
+    ) -> None:
+        """The batch against the options of the collection it is about to create."""
+        if dim is not None and self.embedding_dim is not None and dim != self.embedding_dim:
+            first = next(p for p in prepared if p.views is not None)
+            msg = (
+                f"Document {first.document.id!r} has {dim}-dimensional vectors but this store was given "
+                f"embedding_dim={self.embedding_dim}; nothing of this batch was written."
+            )
+            raise CollectionMismatchError(msg)
+        configured = self._configured_encoder
+        if encoder is not None and configured is not None and _canonical(encoder) != _canonical(configured):
+            first = next(p for p in prepared if p.encoder is not None)
+            msg = (
+                f"Document {first.document.id!r} was encoded by {encoder} but this store was given encoder_config="
+                f"{configured}; nothing of this batch was written. Use another index for another encoder."
+            )
+            raise CollectionMismatchError(msg)
 
-    def _batch_dim(self, prepared: list[PreparedDocument], collection: _Collection | None) -> int | None:
-        dim = collection.dim if collection is not None and collection.dim is not None else self.embedding_dim
-        for p in prepared:
-            if p.views is None:
-                continue
-            if dim is None:
-                dim = p.views.shape[1]
-            elif p.views.shape[1] != dim:
-                msg = (
-                    f"Document {p.document.id!r} has {p.views.shape[1]}-dimensional vectors but the store holds "
-                    f"{dim}-dimensional ones; nothing of this batch was written."
-                )
-                raise ValueError(msg)
-        return dim
+    def _check_collection(
+        self,
+        prepared: list[PreparedDocument],
+        dim: int | None,
+        encoder: dict[str, Any] | None,
+        collection: _Collection,
+    ) -> None:
+        """The batch against the collection as it is (``_Collection.read`` checked the store's own options)."""
+        where = f"Qdrant collection {self.index!r}"
+        if dim is not None and collection.dim is None:
+            first = next(p for p in prepared if p.views is not None)
+            msg = (
+                f"Document {first.document.id!r} carries vectors but {where} was created without vectors (its "
+                "first documents carried none and no embedding_dim was given), and Qdrant cannot add vectors to an "
+                "existing collection; nothing of this batch was written. Write these documents to another index "
+                "created with embedding_dim (and copy the documents without vectors over), or drop this one with "
+                "delete_all_documents(recreate_index=True) on a store given embedding_dim."
+            )
+            raise CollectionMismatchError(msg)
+        if dim is not None and dim != collection.dim:
+            first = next(p for p in prepared if p.views is not None)
+            msg = (
+                f"Document {first.document.id!r} has {dim}-dimensional vectors but {where} holds "
+                f"{collection.dim}-dimensional ones; nothing of this batch was written."
+            )
+            raise CollectionMismatchError(msg)
+        known = collection.encoder_config or self._configured_encoder
+        if encoder is not None and known is not None and _canonical(encoder) != _canonical(known):
+            first = next(p for p in prepared if p.encoder is not None)
+            msg = (
+                f"Document {first.document.id!r} was encoded by {encoder} but {where} holds views from {known}; "
+                "nothing of this batch was written. Use another index for another encoder."
+            )
+            raise CollectionMismatchError(msg)
 
     def _apply_policy(
         self, prepared: list[PreparedDocument], policy: DuplicatePolicy, collection: _Collection | None
@@ -749,7 +1016,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
 
 class _Collection:
-    """What this store needs to know about its collection (read once, checked against the store's options)."""
+    """What the store needs to know about its collection, as read at one moment, checked against its options."""
 
     def __init__(self, dim: int | None, has_global: bool, encoder_config: dict[str, Any] | None) -> None:
         self.dim = dim
@@ -788,21 +1055,98 @@ class _Collection:
             dim = params.size
             if store.embedding_dim is not None and store.embedding_dim != dim:
                 msg = f"{where} holds {dim}-dimensional views but embedding_dim={store.embedding_dim}."
-                raise DocumentStoreError(msg)
+                raise CollectionMismatchError(msg)
         has_global = GLOBAL_VECTOR in vectors
         if dim is not None and store.global_view and not has_global:
             msg = f"{where} was created without the global view; global_view=True needs a new index."
             raise DocumentStoreError(msg)
-        record = ((getattr(info.config, "metadata", None) or {}).get(METADATA_KEY)) or {}
-        recorded = record.get("encoder_config")
-        configured = store._encoder_config
+        record = (getattr(info.config, "metadata", None) or {}).get(METADATA_KEY)
+        recorded = record.get("encoder_config") if isinstance(record, dict) else None
+        configured = store._configured_encoder
         if recorded is not None and configured is not None and _canonical(recorded) != _canonical(configured):
             msg = (
                 f"{where} holds views from encoder {recorded}, but this store was given encoder_config="
                 f"{configured}. Use another index for another encoder."
             )
-            raise DocumentStoreError(msg)
-        return cls(dim, has_global or (dim is None and store.global_view), recorded)
+            raise CollectionMismatchError(msg)
+        return cls(dim, has_global, recorded)
+
+    def schema(self) -> tuple[Any, ...]:
+        encoder = None if self.encoder_config is None else _canonical(self.encoder_config)
+        return (self.dim, self.has_global, encoder)
+
+
+def _same_schema(a: _Collection | None, b: _Collection | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.schema() == b.schema()
+
+
+def _in_protocol_check() -> bool:
+    """
+    Whether the caller of the property calling this is ``isinstance`` against a ``typing`` protocol.
+
+    Before Python 3.12, ``isinstance(obj, SomeRuntimeProtocol)`` evaluates every protocol attribute with
+    ``hasattr`` (3.12 looks them up statically). The look-up comes from a generator inside ``typing``.
+    """
+    if sys.version_info >= (3, 12):
+        return False
+    frame = sys._getframe(2)  # 0: this function, 1: the property, 2: its caller
+    return frame.f_globals.get("__name__") in ("typing", "typing_extensions")
+
+
+def _batch_encoder(prepared: list[PreparedDocument]) -> dict[str, Any] | None:
+    """The one encoder config the batch names (``None`` when none does); two different ones are refused."""
+    known: dict[str, Any] | None = None
+    for p in prepared:
+        if p.encoder is None:
+            continue
+        if known is None:
+            known = p.encoder
+        elif _canonical(p.encoder) != _canonical(known):
+            msg = (
+                f"Document {p.document.id!r} was encoded by {p.encoder} but other documents of the batch by "
+                f"{known}; nothing of this batch was written. Use another index for another encoder."
+            )
+            raise ValueError(msg)
+    return known
+
+
+def _batch_dim(prepared: list[PreparedDocument]) -> int | None:
+    """The one view dimension of the batch (``None`` when no document carries vectors)."""
+    dim: int | None = None
+    for p in prepared:
+        if p.views is None:
+            continue
+        if dim is None:
+            dim = p.views.shape[1]
+        elif p.views.shape[1] != dim:
+            msg = (
+                f"Document {p.document.id!r} has {p.views.shape[1]}-dimensional vectors but other documents of "
+                f"the batch have {dim}-dimensional ones; nothing of this batch was written."
+            )
+            raise ValueError(msg)
+    return dim
+
+
+def _request_batches(prepared: list[PreparedDocument], max_points: int) -> Iterator[list[PreparedDocument]]:
+    """
+    ``prepared`` in upsert requests of at most ``max_points`` points and ``MAX_REQUEST_FLOATS`` numbers.
+
+    A document alone may hold up to ``MAX_MULTIVECTOR_FLOATS`` numbers, so a request of many documents with
+    hundreds of views each would pass a server's request size limit: it is cut by numbers as well as points.
+    """
+    batch: list[PreparedDocument] = []
+    floats = 0
+    for p in prepared:
+        size = 0 if p.views is None else int(p.views.size)
+        if batch and (len(batch) >= max_points or floats + size > MAX_REQUEST_FLOATS):
+            yield batch
+            batch, floats = [], 0
+        batch.append(p)
+        floats += size
+    if batch:
+        yield batch
 
 
 def _parse(name: str, value: dict[str, Any] | None, model: Any) -> Any:
@@ -854,9 +1198,4 @@ def _results(points: list[models.ScoredPoint], query: np.ndarray, return_embeddi
     return docs
 
 
-def _batched(items: list[Any], n: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), n):
-        yield items[start : start + n]
-
-
-__all__ = ["QdrantMultiViewDocumentStore"]
+__all__ = ["CollectionMismatchError", "QdrantMultiViewDocumentStore"]

@@ -224,12 +224,34 @@ def test_too_many_views_for_one_multivector_is_a_clear_error():
     assert store.count_documents() == 1
 
 
-def test_documents_without_vectors_then_vectors(store):
+@pytest.fixture(params=["memory", "path"])
+def dim2_store(request, tmp_path):
+    if request.param == "memory":
+        s = QdrantMultiViewDocumentStore(location=":memory:", embedding_dim=2)
+    else:
+        s = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"), embedding_dim=2)
+    yield s
+    s.close()
+
+
+def test_documents_without_vectors_then_vectors(dim2_store):
+    """With ``embedding_dim`` the first write creates the whole schema: vectors come later, no rebuild."""
+    dim2_store.write_documents([Document(id="plain", content="no vector", meta={"k": 1})])
+    dim2_store.write_documents([doc(1, [[1, 0]])])
+    assert dim2_store.count_documents() == 2
+    assert [h.id for h in dim2_store.search([1.0, 0.0], top_k=5)] == ["d1"]
+    assert [d.id for d in dim2_store.filter_documents({"field": "meta.k", "operator": "==", "value": 1})] == ["plain"]
+
+
+def test_vectors_after_a_collection_created_without_them_are_a_clear_error(store, caplog):
+    """Without ``embedding_dim``, documents without vectors first make a collection without vectors (warned)."""
     store.write_documents([Document(id="plain", content="no vector", meta={"k": 1})])
-    store.write_documents([doc(1, [[1, 0]])])
-    assert store.count_documents() == 2
-    assert [h.id for h in store.search([1.0, 0.0], top_k=5)] == ["d1"]
-    assert [d.id for d in store.filter_documents({"field": "meta.k", "operator": "==", "value": 1})] == ["plain"]
+    assert "created without vectors" in caplog.text and "embedding_dim" in caplog.text
+    with pytest.raises(DocumentStoreError, match=r"was created without vectors.*embedding_dim"):
+        store.write_documents([doc(1, [[1, 0]]), Document(id="plain2", content="x")])
+    assert [d.id for d in store.filter_documents()] == ["plain"]
+    assert store.write_documents([Document(id="plain2", content="still fine")]) == 1
+    assert store.search([1.0, 0.0], top_k=5) == []
 
 
 def test_own_embedding_different_from_view_0_is_kept(store):
@@ -407,12 +429,13 @@ def test_folder_client_released_by_a_finalizer_inside_acquire_does_not_deadlock(
     from haystack_mvr.document_stores.qdrant.document_store import _LocalClients
 
     registry = _LocalClients()
-    key, _, _ = registry.acquire(str(tmp_path / "a"))
+    key = registry.key(str(tmp_path / "a"))
+    client = registry.acquire(key)
 
     def finalizer_during_acquire():
         with registry._lock:
-            registry.release(key)
-            registry.acquire(str(tmp_path / "b"))
+            registry.release(key, client)
+            registry.acquire(registry.key(str(tmp_path / "b")))
 
     worker = threading.Thread(target=finalizer_during_acquire, daemon=True)
     worker.start()
