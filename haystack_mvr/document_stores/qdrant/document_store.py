@@ -623,9 +623,9 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             chosen = self._apply_policy(prepared, policy, collection)
             if not chosen:
                 return 0
-            wanted = collection.encoder_config or self._configured_encoder or encoder
-            if wanted is not None and collection.encoder_config is None:
-                collection = self._record_encoder(wanted)
+            unrecorded = self._configured_encoder or encoder
+            if collection.encoder_config is None and unrecorded is not None:
+                collection = self._record_encoder(unrecorded)
             for batch in _request_batches(chosen, self.write_batch_size):
                 points = [converters.to_point(p, self._next_seq(), collection.has_global) for p in batch]
                 self.client.upsert(self.index, points=points, wait=True)
@@ -664,8 +664,11 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             return
         self._check_process()
         with self._lock:
-            if self.client.collection_exists(self.index):
+            try:
                 self.client.delete_collection(self.index)
+            except Exception:  # a server answers 404 for a collection that is gone (another process dropped it)
+                if self.client.collection_exists(self.index):
+                    raise
             self._collection = None
             if self.embedding_dim is not None:
                 self._create(self.embedding_dim, self._configured_encoder)

@@ -136,6 +136,27 @@ def test_a_store_given_another_encoder_config_is_refused_at_its_next_write(folde
     close_all(a, b)
 
 
+def test_an_encoder_recorded_by_another_writer_at_the_same_moment_is_read_back_and_refused(folder):
+    """Qdrant has no compare-and-set on metadata: the record is read back, and the loser writes nothing."""
+    store = QdrantMultiViewDocumentStore(path=folder, embedding_dim=2)
+    store.write_documents([Document(id="plain", content="no vector")])  # a collection without a record
+    client = store.client
+    update = client.update_collection
+
+    def another_writer_lands_right_after(collection_name, **kwargs):
+        update(collection_name, **kwargs)
+        update(collection_name, metadata={"haystack_mvr": {"format": 1, "encoder_config": {"model": "x"}}})
+
+    client.update_collection = another_writer_lands_right_after
+    try:
+        with pytest.raises(CollectionMismatchError, match="another writer recorded"):
+            store.write_documents([vdoc("d0", [[1, 0]], encoder={"model": "y"})])
+    finally:
+        del client.update_collection
+    assert ids(store.filter_documents()) == ["plain"] and store.encoder_config == {"model": "x"}
+    store.close()
+
+
 def test_the_encoder_is_recorded_at_creation(folder):
     store = QdrantMultiViewDocumentStore(path=folder, encoder_config={"model": "x"}, embedding_dim=2)
     store.write_documents([Document(id="plain", content="no vector")])
