@@ -23,11 +23,13 @@ from haystack_mvr.document_stores.inputs import document_id_list, document_list,
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import (
     MAX_VIEWS,
-    NonFiniteViews,
+    NON_FINITE,
+    InvalidViews,
     ViewIndex,
     default_threads,
-    first_non_finite,
+    first_invalid,
     omp_threads,
+    views_problem,
 )
 from haystack_mvr.views import (
     ENCODER_KEY,
@@ -43,6 +45,7 @@ from haystack_mvr.views import (
 logger = logging.getLogger(__name__)
 
 _SCALARS = (str, int, float, bool, type(None))
+_PLAIN = frozenset(_SCALARS)  # exactly these types: stored as they are
 _FLOAT32 = np.dtype(np.float32)
 _TAKEN_KEYS = frozenset((VIEWS_KEY, SPANS_KEY, ENCODER_KEY))  # never stay in a stored meta
 
@@ -52,15 +55,33 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     Stores documents and all their views; searches views with FAISS and ranks documents by their best view.
 
     Views arrive as described in ``haystack_mvr.views`` (``meta["mvr_views"]``, or a plain ``embedding`` as one
-    view). Every view is one FAISS row labelled ``(document key << 12) | view`` (at most 4,096 views per
-    document); writes and deletes change only their own rows, never rebuild or retrain the index. Scores are raw
-    inner products, ``score = max_i <q, v_i>`` over the views the store holds (the index's reconstruction for a
-    lossy index without kept vectors); every search returns exactly ``min(top_k, matching documents with
-    vectors)`` unique documents. Documents without vectors are stored and filterable, never returned by a search.
+    view). Every view is one FAISS row labelled ``(document key << 12) | view``; writes and deletes change only their
+    own rows, never rebuild or retrain the index. Scores are raw inner products, ``score = max_i <q, v_i>`` over the
+    views the store holds (the index's reconstruction for a lossy index without kept vectors); every search returns
+    exactly ``min(top_k, matching documents with vectors)`` unique documents. Documents without vectors are stored
+    and filterable, never returned by a search.
+
+    What a write refuses, naming the document, before anything of the batch is written (nothing stored is lost):
+
+    - **More than 4,096 views** (``MAX_VIEWS``; the label keeps 12 bits for the view): split the document, or encode
+      it with fewer, longer snippets.
+    - **A view with a NaN, an infinity or an L2 norm above 1e18** (``MAX_NORM``; queries too): two such vectors'
+      inner product passes float32's 3.4e38 and scores would be infinite. Embeddings have norms near 1.
+    - **Meta that JSON cannot hold** (``date``, ``set``, ``bytes``, objects, non-string keys), naming the field, since
+      :meth:`save` writes meta as JSON; numpy numbers (``np.float32``, ``np.int64``, ``np.bool_``) are stored as
+      the Python numbers they hold.
+
+    Many views per document: memory is per view (a Flat or HNSW row is ``4·d`` bytes plus its 8-byte label, a PQ
+    row its code; the Python side holds one count per document), and a search's working memory does not grow with
+    the views of the documents it finds. When one document owns most of the best rows, the FAISS search widens
+    (doubling its depth, up to the whole index) until ``top_k`` distinct documents are found, on every index type.
 
     :param embedding_dim: Vector dimension; ``None`` takes it from the first vectors written, then fixes it.
     :param index_factory: A FAISS ``index_factory`` string (``"Flat"``, ``"HNSW32"``, ``"IVF1024,Flat"``,
-        ``"PQ48"``, ``"OPQ48,PQ48"``, ``"OPQ48,IVF256,PQ48"`` ...), always with inner-product metric.
+        ``"PQ48"``, ``"OPQ48,PQ48"``, ``"OPQ48,IVF256,PQ48"`` ...), always with inner-product metric. ``None`` (the
+        default): ``"Flat"`` for a new store; a store opened from ``index_path`` or :meth:`load` uses the factory
+        its save recorded (a factory given here must match a trained saved index). Likewise ``search_parameters``,
+        ``keep_vectors`` and ``train_size`` left at ``None`` take the saved copy's values.
     :param index_path: A directory written by :meth:`save`, loaded on first use (under the store's lock, so no
         write is lost to it); a path that does not exist yet logs a warning and the store opens empty.
     :param encoder_config: The encoder config the vectors come from. Documents carrying ``meta["mvr_encoder"]``
@@ -71,6 +92,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     :param keep_vectors: Beside a lossy index (PQ, SQ, OPQ), keep every view's float32 row, so returned documents
         are scored exactly (the default). ``False`` keeps only the index (``"OPQ48,PQ48"``: 48 bytes per view
         instead of 4·d). An index that reconstructs exactly (Flat, HNSW, IVF-Flat) is always the only copy.
+        ``None``: ``True``, or what the saved copy kept.
     :param train_size: Rows collected before a trainable index (IVF, PQ, OPQ) is trained, once; until then the
         rows are searched exactly. ``None``: 39 rows per centroid of its largest k-means (FAISS's advice).
     :param search_threads: FAISS (OpenMP) threads for searches. ``None``: 1 for :meth:`search` (one query gains
@@ -87,11 +109,11 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def __init__(
         self,
         embedding_dim: int | None = None,
-        index_factory: str = "Flat",
+        index_factory: str | None = None,
         index_path: str | None = None,
         encoder_config: dict[str, Any] | None = None,
         search_parameters: dict[str, int | float] | None = None,
-        keep_vectors: bool = True,
+        keep_vectors: bool | None = None,
         train_size: int | None = None,
         search_threads: int | None = None,
         gpu_device: int | None = None,
@@ -99,8 +121,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
             msg = f"embedding_dim must be a positive integer or None, got {embedding_dim!r}."
             raise ValueError(msg)
-        if not isinstance(index_factory, str) or not index_factory.strip():
-            msg = "index_factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32'."
+        if index_factory is not None and (not isinstance(index_factory, str) or not index_factory.strip()):
+            msg = "index_factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32', or None."
             raise ValueError(msg)
         if search_parameters is not None and (
             not isinstance(search_parameters, dict)
@@ -111,8 +133,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         ):
             msg = f"search_parameters must map FAISS parameter names to numbers, got {search_parameters!r}."
             raise ValueError(msg)
-        if not isinstance(keep_vectors, bool):
-            msg = f"keep_vectors must be True or False, got {keep_vectors!r}."
+        if keep_vectors is not None and not isinstance(keep_vectors, bool):
+            msg = f"keep_vectors must be True, False or None, got {keep_vectors!r}."
             raise ValueError(msg)
         for name, value in (("train_size", train_size), ("search_threads", search_threads)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -142,6 +164,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         self._views: ViewIndex | None = None
         self._lock = threading.RLock()
         self._loaded = index_path is None
+        # index settings a load found in its saved copy, used where the matching argument above is None
+        self._saved_settings: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
@@ -193,9 +217,10 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         """
         Write documents and their views. ``DuplicatePolicy.NONE`` means ``FAIL``. Any iterable is accepted.
 
-        The whole batch is validated first: on any error (wrong type, NaN or mis-sized vectors, an ``embedding``
-        whose size differs from the views, malformed ``mvr_view_spans``, another encoder's ``mvr_encoder``, a
-        duplicate under ``FAIL``) nothing of the batch is written and nothing stored is lost. A document written
+        The whole batch is validated first: on any error (wrong type, NaN, mis-sized or over-long vectors, more
+        than ``MAX_VIEWS`` views, an ``embedding`` whose size differs from the views, malformed ``mvr_view_spans``,
+        another encoder's ``mvr_encoder``, meta JSON cannot hold, a duplicate under ``FAIL``) nothing of the batch
+        is written and nothing stored is lost. A document written
         again (``OVERWRITE``) gets new rows; its old ones are removed.
 
         :returns: The number of documents written.
@@ -219,9 +244,9 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     dropped.append(batch[doc.id])
                 batch[doc.id] = (doc, views)
             dropped = [(doc, views) for doc, views in dropped if views is not None]
-            bad = first_non_finite([views for _, views in dropped])
+            bad = first_invalid([views for _, views in dropped])
             if bad is not None:
-                raise _non_finite(dropped[bad][0])
+                raise _invalid_views(dropped[bad[0]][0], bad[1])
             dims = next((v.shape[1] for _, v in prepared if v is not None), None)
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
@@ -233,8 +258,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 try:
                     with omp_threads(default_threads(True, self.search_threads)):
                         self._view_index(dims).add([k for k, _, _ in with_views], [v for _, _, v in with_views])
-                except NonFiniteViews as e:
-                    raise _non_finite(with_views[e.position][1]) from None
+                except InvalidViews as e:
+                    raise _invalid_views(with_views[e.position][1], e.problem) from None
             if encoder is not None and self.encoder_config is None:
                 self.encoder_config = encoder
             self._remove([i for i in ids if i in self._documents])
@@ -274,6 +299,10 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 "write the documents again instead."
             )
             raise ValueError(msg)
+        if not isinstance(meta, dict):
+            msg = f"meta must be a dict, got {type(meta).__name__}."
+            raise ValueError(msg)
+        meta = _json_meta(meta, "update_by_filter")
         with self._lock:
             self._ensure_loaded()
             matching = self._matching(filters)
@@ -523,7 +552,11 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     )
                     raise ValueError(msg)
                 if k > MAX_VIEWS:
-                    msg = f"Document {doc.id!r} has {k} views; a document can have at most {MAX_VIEWS}."
+                    msg = (
+                        f"Document {doc.id!r} has {k} views; the store keeps at most {MAX_VIEWS} per document (a "
+                        f"view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
+                        f"split the document, or encode it with fewer, longer snippets."
+                    )
                     raise ValueError(msg)
                 if embedding is not None and len(embedding) != d:
                     msg = (
@@ -535,11 +568,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
                     # view 0, which the embedders set as ``embedding`` anyway.
                     embedding = None
-            meta = {
-                k: v if isinstance(v, _SCALARS) else copy.deepcopy(v)
-                for k, v in doc_meta.items()
-                if k not in _TAKEN_KEYS
-            }
+            meta = _json_meta(doc_meta, f"Document {doc.id!r}")  # a copy: nested values are the store's own
             if spans is not None:
                 meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
             prepared.append((_stored_copy(doc, meta, None if embedding is None else list(embedding)), views))
@@ -551,16 +580,24 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self.embedding_dim = self.embedding_dim or dim
         return self._views
 
-    def _new_view_index(self, dim: int) -> ViewIndex:
-        """An empty view index with this store's settings (also what a load fills)."""
-        return ViewIndex(
-            dim,
-            self.index_factory,
-            self.search_parameters,
-            self.keep_vectors,
-            train_size=self.train_size,
-            gpu_device=self.gpu_device,
-        )
+    def _new_view_index(self, dim: int, saved: dict[str, Any] | None = None) -> ViewIndex:
+        """An empty view index with this store's settings (also what a load fills): each argument given to the
+        store, else the one ``saved`` (by default: the last load's) recorded, else the default."""
+        return ViewIndex(dim, gpu_device=self.gpu_device, **self._index_settings(saved))
+
+    def _index_settings(self, saved: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The index settings a new view index gets (see :meth:`_new_view_index`); what :meth:`save` records."""
+        saved = self._saved_settings if saved is None else saved
+        given = {
+            "index_factory": self.index_factory,
+            "search_parameters": self.search_parameters,
+            "keep_vectors": self.keep_vectors,
+            "train_size": self.train_size,
+        }
+        settings = {k: v if v is not None else saved.get(k) for k, v in given.items()}
+        settings["index_factory"] = settings["index_factory"] or "Flat"
+        settings["keep_vectors"] = True if settings["keep_vectors"] is None else settings["keep_vectors"]
+        return settings
 
     def _remove(self, ids: list[str]) -> None:
         if not ids:
@@ -586,10 +623,15 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             shape = "(n, d) matrix" if batch else "non-empty 1-D vector"
             msg = f"{name} must be a {shape}, got shape {matrix.shape}."
             raise ValueError(msg)
-        if not np.isfinite(matrix).all():
+        matrix = np.ascontiguousarray(matrix.reshape(-1, matrix.shape[-1]))
+        problem = views_problem(matrix, "query")
+        if problem == NON_FINITE:
             msg = f"{name} contains NaN or infinite values."
             raise ValueError(msg)
-        return np.ascontiguousarray(matrix.reshape(-1, matrix.shape[-1]))
+        if problem is not None:
+            msg = f"{name}: {problem}."
+            raise ValueError(msg)
+        return matrix
 
 
 def _stored_copy(
@@ -606,8 +648,53 @@ def _stored_copy(
     return stored
 
 
-def _non_finite(doc: Document) -> ValueError:
-    return ValueError(f"Document {doc.id!r}: views contain NaN or infinite values.")
+def _invalid_views(doc: Document, problem: str) -> ValueError:
+    return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
+
+
+def _json_value(value: Any, where: str, field: str) -> Any:
+    """A copy of the meta ``value`` as JSON keeps it: numpy numbers become Python ones, tuples lists; anything JSON
+    cannot hold (dates, sets, bytes, objects, non-string keys) is a ``ValueError`` naming ``where`` and the field."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, np.generic):
+        if isinstance(value, np.bool_):
+            return bool(value)
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            return float(value)
+    elif isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _not_json(where, f"meta field {field!r} has the key {key!r} ({type(key).__name__})")
+            out[key] = _json_value(item, where, f"{field}.{key}")
+        return out
+    elif isinstance(value, (list, tuple)):
+        return [_json_value(item, where, f"{field}[{i}]") for i, item in enumerate(value)]
+    raise _not_json(where, f"meta field {field!r} holds a {type(value).__name__}")
+
+
+def _not_json(where: str, what: str) -> ValueError:
+    return ValueError(
+        f"{where}: {what}, which the store cannot save (it saves meta as JSON): use str, int, float, bool, None and "
+        "lists or dicts of them with string keys (numpy numbers are converted), e.g. an ISO string for a date. "
+        "Nothing was written."
+    )
+
+
+def _json_meta(meta: dict[str, Any], where: str) -> dict[str, Any]:
+    """``meta`` without the keys the store takes off (views, spans, encoder), each value as :func:`_json_value`
+    makes it (a plain scalar as it is, without a call)."""
+    out = {}
+    for key, value in meta.items():
+        if key in _TAKEN_KEYS:
+            continue
+        if type(key) is not str:
+            raise _not_json(where, f"its meta has the key {key!r} ({type(key).__name__})")
+        out[key] = value if type(value) in _PLAIN else _json_value(value, where, key)
+    return out
 
 
 __all__ = ["FaissMultiViewDocumentStore"]

@@ -56,7 +56,7 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
         with w.open("documents.jsonl") as f:
             lines = []
             for doc_id in ids:
-                lines.append(json.dumps(_document_dict(store._documents[doc_id])))
+                lines.append(_document_json(store._documents[doc_id]))
                 if len(lines) >= 4096:
                     f.write(("\n".join(lines) + "\n").encode())
                     lines = []
@@ -70,11 +70,19 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
         if index is not None:
             w.write_faiss_index("index.faiss", index)
 
+    settings = store._index_settings()
+    if views is not None:
+        settings = {
+            "index_factory": views.index_factory,
+            "search_parameters": views.search_parameters or None,
+            "keep_vectors": views.keep_vectors,
+            "train_size": views.train_size,
+        }
     meta = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
         "embedding_dim": dim,
-        "index_factory": store.index_factory,
+        **settings,  # a store opened without these arguments reopens with them
         "encoder_config": store.encoder_config,
         "documents": len(ids),
         "rows": int(counts.sum()),
@@ -117,13 +125,14 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
             raise DocumentStoreError(msg)
         dim = meta["embedding_dim"]
         _check_compatible(store, meta, where)
+        saved = _saved_settings(meta, where)
         documents = _read_documents(version.read_bytes("documents.jsonl"), where)
         keys = version.read_array("keys.npy")
         counts = version.read_array("view_counts.npy")
         held = version.read_array("held.npy")
         tombstones = version.read_array("tombstones.npy")
         index = version.read_faiss_index("index.faiss") if meta["trained"] else None
-        views = _check_and_build(store, meta, where, documents, keys, counts, held, tombstones, index)
+        views = _check_and_build(store, meta, saved, where, documents, keys, counts, held, tombstones, index)
         ids = [d.id for d in documents]
         key_list = keys.tolist()
         store._documents = dict(zip(ids, documents, strict=True))
@@ -132,6 +141,7 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
     start = int(keys.max()) + 1 if len(keys) else 0
     store._next_key = iter(range(start, 1 << 50))
     store._views = views
+    store._saved_settings = saved
     store.embedding_dim = store.embedding_dim or dim
     if store.encoder_config is None:
         store.encoder_config = meta["encoder_config"]
@@ -145,12 +155,29 @@ def _check_compatible(store: FaissMultiViewDocumentStore, meta: dict[str, Any], 
     if store.encoder_config is not None and meta["encoder_config"] not in (None, store.encoder_config):
         msg = f"{where} was built with another encoder config: {meta['encoder_config']} != {store.encoder_config}."
         raise DocumentStoreError(msg)
-    if meta["trained"] and meta["index_factory"] != store.index_factory:
+    if meta["trained"] and store.index_factory is not None and meta["index_factory"] != store.index_factory:
         msg = (
             f"{where} holds a {meta['index_factory']!r} index; load it with index_factory="
-            f"{meta['index_factory']!r}, not {store.index_factory!r} (its rows live in that index)."
+            f"{meta['index_factory']!r}, not {store.index_factory!r} (its rows live in that index), or leave "
+            "index_factory out to use the saved one."
         )
         raise DocumentStoreError(msg)
+
+
+def _saved_settings(meta: dict[str, Any], where: str) -> dict[str, Any]:
+    """The index settings the save recorded (``search_parameters``, ``keep_vectors`` and ``train_size`` only since
+    they were recorded; older copies reopen with the defaults)."""
+    saved = {k: meta.get(k) for k in ("index_factory", "search_parameters", "keep_vectors", "train_size")}
+    params = saved["search_parameters"]
+    ok = (
+        isinstance(saved["index_factory"], str)
+        and (params is None or (isinstance(params, dict) and all(type(v) in (int, float) for v in params.values())))
+        and saved["keep_vectors"] in (None, True, False)
+        and (saved["train_size"] is None or (type(saved["train_size"]) is int and saved["train_size"] > 0))
+    )
+    if not ok:
+        raise _corrupt(where, "manifest.json", "holds index settings of the wrong types")
+    return saved
 
 
 _PLAIN_FIELDS = {"id", "content", "meta", "embedding"}
@@ -173,6 +200,24 @@ def _document_dict(doc: Document) -> dict[str, Any]:
     if doc.sparse_embedding is not None:
         data["sparse_embedding"] = doc.sparse_embedding.to_dict()
     return data
+
+
+def _json_default(value: Any) -> Any:
+    """numpy numbers as Python ones (an ``embedding`` given as a numpy array, a sparse embedding's values)."""
+    if isinstance(value, np.generic) and not isinstance(value, (np.datetime64, np.timedelta64, np.void)):
+        return value.item()
+    msg = f"Object of type {type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
+
+
+def _document_json(doc: Document) -> str:
+    """One line of documents.jsonl. ``write_documents`` already refused meta that JSON cannot hold; anything else
+    that cannot be written names the document (the save is abandoned, the previous copy stays current)."""
+    try:
+        return json.dumps(_document_dict(doc), default=_json_default)
+    except (TypeError, ValueError, RecursionError) as e:
+        msg = f"Document {doc.id!r} cannot be saved: {e}."
+        raise DocumentStoreError(msg) from e
 
 
 def _plain_document(data: Any) -> Document | None:
@@ -253,6 +298,7 @@ def _corrupt(where: str, file: str, what: str) -> DocumentStoreError:
 def _check_and_build(
     store: FaissMultiViewDocumentStore,
     meta: dict[str, Any],
+    saved: dict[str, Any],
     where: str,
     documents: list[Document],
     keys: np.ndarray,
@@ -284,7 +330,7 @@ def _check_and_build(
     if meta["rows"] == 0 and index is None:
         views = None
         if dim is not None:
-            views = store._new_view_index(dim)
+            views = store._new_view_index(dim, saved)
         return views
     if dim is None:
         raise _corrupt(where, "manifest.json", "has rows but no dimension")
@@ -292,7 +338,7 @@ def _check_and_build(
         raise _corrupt(where, "held.npy", f"has shape {held.shape}, expected ({meta['held_rows']}, {dim}) float32")
     has_rows = counts > 0
     live = list(zip(keys[has_rows].tolist(), counts[has_rows].tolist(), strict=True))
-    views = store._new_view_index(dim)
+    views = store._new_view_index(dim, saved)
     by_key: dict[int, np.ndarray] = {}
     if len(held):
         if len(held) != meta["rows"]:
@@ -302,7 +348,7 @@ def _check_and_build(
     if index is None:
         if len(held) != meta["rows"]:
             raise _corrupt(where, "held.npy", f"holds {len(held)} rows for {meta['rows']} views of an untrained index")
-        if meta["index_factory"] != store.index_factory or not len(live):
+        if meta["index_factory"] != views.index_factory or not len(live):
             views.add([k for k, _ in live], [by_key[k] for k, _ in live])  # rows not indexed yet: any factory
         else:
             views.restore(dict(live), None, by_key, np.zeros(0, dtype=np.int64))

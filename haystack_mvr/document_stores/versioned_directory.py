@@ -493,21 +493,32 @@ def current_version(path: str | Path) -> str | None:
     if path.exists() and not path.is_dir():
         msg = f"{path} is not a folder; a saved store is a folder."
         raise _fail(msg)
-    name = _read_pointer(path)
-    if name is None:
-        versions = _version_dirs(path)
-        if versions:
-            raise _no_pointer_error(path, versions)
-        return None
-    _check_version_dir(path, name)
-    return name
+    last_missing = None
+    for _ in range(_OPEN_RETRIES):
+        name = _read_pointer(path)
+        if name is None:
+            versions = _version_dirs(path)
+            if versions:
+                raise _no_pointer_error(path, versions)
+            return None
+        # a save may have replaced the version (and removed it) since CURRENT was read: read CURRENT again, and
+        # refuse only a version that is still missing when CURRENT names it twice in a row
+        if _check_version_dir(path, name, missing_ok=name != last_missing):
+            return name
+        last_missing = name
+    msg = f"Could not open the store at {path}: its current version kept changing ({_OPEN_RETRIES} tries)."
+    raise DocumentStoreError(msg)
 
 
-def _check_version_dir(path: Path, name: str) -> None:
+def _check_version_dir(path: Path, name: str, missing_ok: bool = False) -> bool:
+    """Raise unless ``path/name`` is a real folder; ``False`` instead of raising when it is missing and
+    ``missing_ok``."""
     folder = path / name
     try:
         info = os.lstat(folder)
     except FileNotFoundError:
+        if missing_ok:
+            return False
         msg = (
             f"The store pointer {path / POINTER} names version {name}, but {folder} does not exist: restore it from a "
             f"backup, point {POINTER} at another complete v-... folder, or move {path} aside to start an empty store."
@@ -522,6 +533,7 @@ def _check_version_dir(path: Path, name: str) -> None:
             f"inside {path}. Copy the version's files into a real folder of that name."
         )
         raise _fail(msg)
+    return True
 
 
 # --------------------------------------------------------------------------------------------------- saving
@@ -816,7 +828,7 @@ class VersionReader:
                 read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
                 shape, fortran, dtype = read_header(stream)
                 count = int(np.prod(shape, dtype=np.int64))
-            except (ValueError, SyntaxError, TypeError, KeyError, OverflowError) as e:
+            except Exception as e:  # numpy parses the header with tokenize and ast: damage raises anything
                 raise verifier.damaged() from e
             offset = stream.tell()
             if dtype.hasobject or offset + count * dtype.itemsize != size:

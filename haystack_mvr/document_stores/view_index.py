@@ -22,14 +22,21 @@ _VIEW_MASK = MAX_VIEWS - 1
 _CHUNK_ROWS = 65536  # rows added to FAISS per call: bounds the float32 rows held at once while building
 _ADD_ROWS = 2048  # rows copied into the reused buffer per FAISS add: ~3 MiB at d=384, still in cache when added
 _COMPACT_FRACTION = 0.25  # HNSW cannot remove rows: it is rebuilt once tombstones pass this share of its rows
+# The largest L2 norm of a view or a query: two such vectors have an inner product of at most 1e36, finite in float32
+# (whose largest value is 3.4e38), so scores, and the fusion and thresholds that use them, stay finite.
+MAX_NORM = 1e18
+_MAX_SQUARED_NORM = MAX_NORM * MAX_NORM
+NON_FINITE = "contain NaN or infinite values"
 
 
-class NonFiniteViews(ValueError):
-    """A document's views hold a NaN or an infinity; ``position`` is its place in the keys given to ``add``."""
+class InvalidViews(ValueError):
+    """A document's views hold a NaN or an infinity, or a view too long (``MAX_NORM``); ``position`` is its place in
+    the keys given to ``add`` and ``problem`` what is wrong (``NON_FINITE``, or the view and its norm)."""
 
-    def __init__(self, position: int) -> None:
-        super().__init__(f"The views of document {position} of the batch contain NaN or infinite values.")
+    def __init__(self, position: int, problem: str) -> None:
+        super().__init__(f"The views of document {position} of the batch: {problem}.")
         self.position = position
+        self.problem = problem
 
 
 def labels_of(key: int, views: int) -> np.ndarray:
@@ -162,9 +169,10 @@ class ViewIndex:
 
         ``views`` are ``(k, d)`` float32 matrices, possibly the caller's own: rows held beside the index (staged or
         kept) are copied first, so nothing the caller changes later reaches the store. Their finiteness is checked
-        here, in the pass that copies them anyway: a NaN or infinite value raises :class:`NonFiniteViews` naming
-        the document's position, with nothing of the call left behind (rows already added to the index are removed
-        again; an HNSW graph, which cannot remove rows, is checked before anything is added).
+        here, in the pass that copies them anyway: a NaN or infinite value, or a view whose L2 norm passes
+        ``MAX_NORM``, raises :class:`InvalidViews` naming the document's position, with nothing of the call left
+        behind (rows already added to the index are removed again; an HNSW graph, which cannot remove rows, is
+        checked before anything is added).
         """
         if not keys:
             return
@@ -177,9 +185,9 @@ class ViewIndex:
         if held:
             views = _owned_rows(views, counts)  # raises before anything changes
         elif self._hnsw:
-            bad = first_non_finite(views)
+            bad = first_invalid(views)
             if bad is not None:
-                raise NonFiniteViews(bad)
+                raise InvalidViews(*bad)
         if self._index is not None:
             self._add_to_index(keys, views, counts, checked=held or self._hnsw)
         self._counts.update(zip(keys, counts.tolist(), strict=True))
@@ -196,7 +204,8 @@ class ViewIndex:
         self, keys: list[int], views: list[np.ndarray], counts: np.ndarray | None = None, checked: bool = True
     ) -> None:
         """Add rows to the FAISS index in chunks copied into one small reused buffer (each chunk is still in the CPU
-        cache when FAISS copies it, and when an unchecked chunk is summed for the finiteness check)."""
+        cache when FAISS copies it, and when an unchecked chunk's sum of squares is taken for the checks of
+        :func:`first_invalid`)."""
         if counts is None:
             counts = np.fromiter(map(len, views), dtype=np.int64, count=len(views))
         ends = np.cumsum(counts)
@@ -216,11 +225,11 @@ class ViewIndex:
                 matrix = np.ascontiguousarray(views[first], dtype=np.float32)
             else:
                 matrix = np.concatenate(views[first:last], out=buffer[: hi - lo])
-            if not checked and not math.isfinite(float(np.add.reduce(matrix, axis=None))):
-                bad = first_non_finite(views[first:last])
-                if bad is not None:  # else the sum overflowed: every value is finite
+            if not checked and not _squared_norm(matrix) <= _MAX_SQUARED_NORM:
+                bad = first_invalid(views[first:last])
+                if bad is not None:  # else only the sum of many rows is that large
                     self._remove_labels(labels[:lo])
-                    raise NonFiniteViews(first + bad)
+                    raise InvalidViews(first + bad[0], bad[1])
             self._index.add_with_ids(matrix, labels[lo:hi])
 
     def _remove_labels(self, labels: np.ndarray) -> None:
@@ -335,13 +344,30 @@ class ViewIndex:
             return self._index_search(queries, want, allowed_keys, min(enough or want, want))
 
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """Each key's max over its held rows (kept, staged or reconstructed) for one query ``(d,)``."""
+        """Each key's max over its held rows (kept, staged or reconstructed) for one query ``(d,)``.
+
+        Held rows are scored where they lie and reconstructed ones a few thousand at a time, so the memory this
+        takes does not grow with the views per document (a re-ranking pool of 56 documents of 800 views at d=384
+        copied 69 MB per query when it gathered their rows first).
+        """
         if len(keys) == 0:
             return np.zeros(0, dtype=np.float32)
+        held = self._kept if self.keeps_rows else self._staging if self._index is None else None
+        if held is not None:
+            return np.fromiter((np.max(held[int(k)] @ query) for k in keys), dtype=np.float32, count=len(keys))
         counts = np.array([self._counts[int(k)] for k in keys], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        _, vectors = self.rows_of(keys)
-        return np.maximum.reduceat(vectors @ query, starts)
+        out = np.empty(len(keys), dtype=np.float32)
+        lo = 0
+        while lo < len(keys):
+            hi, rows = lo + 1, int(counts[lo])
+            while hi < len(keys) and rows + counts[hi] <= _ADD_ROWS:
+                rows += int(counts[hi])
+                hi += 1
+            _, vectors = self.rows_of(keys[lo:hi])
+            starts = np.concatenate([[0], np.cumsum(counts[lo:hi])[:-1]]).astype(np.int64)
+            out[lo:hi] = np.maximum.reduceat(vectors @ query, starts)
+            lo = hi
+        return out
 
     def _exact_search(self, queries: np.ndarray, want: int, keys: np.ndarray) -> list[np.ndarray]:
         """Score every row of ``keys`` (kept, staged or reconstructed): the best ``want`` keys per query."""
@@ -577,7 +603,7 @@ class ViewIndex:
 
 def _owned_rows(views: list[np.ndarray], counts: np.ndarray) -> list[np.ndarray]:
     """Copies of ``views`` the store owns (one float32 matrix per chunk of rows, each document a slice of it),
-    checked to be finite; :class:`NonFiniteViews` otherwise."""
+    checked as :func:`first_invalid` does; :class:`InvalidViews` otherwise."""
     out: list[np.ndarray] = []
     start = 0
     while start < len(views):
@@ -586,28 +612,48 @@ def _owned_rows(views: list[np.ndarray], counts: np.ndarray) -> list[np.ndarray]
             rows += len(views[end])
             end += 1
         block = np.concatenate(views[start:end]).astype(np.float32, copy=False)  # always a new array
-        if not math.isfinite(float(np.add.reduce(block, axis=None))):
-            bad = first_non_finite(views[start:end])
+        if not _squared_norm(block) <= _MAX_SQUARED_NORM:
+            bad = first_invalid(views[start:end])
             if bad is not None:
-                raise NonFiniteViews(start + bad)
+                raise InvalidViews(start + bad[0], bad[1])
         offsets = np.concatenate([[0], np.cumsum(counts[start:end])]).tolist()
         out.extend(block[offsets[i] : offsets[i + 1]] for i in range(end - start))
         start = end
     return out
 
 
-def first_non_finite(matrices: list[np.ndarray]) -> int | None:
-    """The position of the first matrix holding a NaN or an infinity, or ``None``: each matrix is summed (a NaN or
-    an infinity always makes the sum non-finite; no boolean array is allocated), and only a group of 256 with a
-    non-finite sum is checked value by value (the sum of finite values can overflow)."""
-    step = 256
-    for lo in range(0, len(matrices), step):
-        group = matrices[lo : lo + step]
-        if all(math.isfinite(float(np.add.reduce(m, axis=None))) for m in group):
+def _squared_norm(matrix: np.ndarray) -> float:
+    """The sum of squares of every value, in float32 (one BLAS ``sdot`` pass, no array allocated for a contiguous
+    matrix): NaN or infinite when a value is, and also when finite values overflow float32."""
+    return float(np.vdot(matrix, matrix))
+
+
+def views_problem(matrix: np.ndarray, row_name: str = "view") -> str | None:
+    """What is wrong with ``matrix``'s rows (``NON_FINITE``, or the longest row when its L2 norm passes ``MAX_NORM``,
+    called ``row_name``), or ``None``."""
+    if _squared_norm(matrix) <= _MAX_SQUARED_NORM:
+        return None
+    if not np.isfinite(matrix).all():
+        return NON_FINITE
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    row = int(np.argmax(norms))
+    if norms[row] <= MAX_NORM:
+        return None  # only the sum of the rows' squares overflowed float32
+    return (
+        f"{row_name} {row} has an L2 norm of {norms[row]:.3g}, above the {MAX_NORM:.0e} the store accepts (inner "
+        f"products could pass float32's 3.4e38 and give infinite scores); normalise the {row_name}s"
+    )
+
+
+def first_invalid(matrices: list[np.ndarray]) -> tuple[int, str] | None:
+    """The position of the first matrix :func:`views_problem` finds wrong, and the problem; ``None`` when all are
+    fine. Each matrix costs one sum of squares; only one whose sum is non-finite or large is looked at closer."""
+    for i, m in enumerate(matrices):
+        if _squared_norm(m) <= _MAX_SQUARED_NORM:
             continue
-        for i, m in enumerate(group):
-            if not np.isfinite(m).all():
-                return lo + i
+        problem = views_problem(m)
+        if problem is not None:
+            return i, problem
     return None
 
 
@@ -715,16 +761,17 @@ def _centroids(base: faiss.Index) -> int:
 
 def _skip_polysemous_training(base: faiss.Index) -> None:
     """
-    Turn off the polysemous training ``index_factory`` gives a flat PQ (as if ``PQ48np`` had been asked for).
+    Turn off the polysemous training ``index_factory`` gives a flat PQ or an IVF-PQ (as if ``PQ48np`` had been asked
+    for).
 
     It only relabels the centroids for Hamming-distance search, which the store never uses (it ranks by asymmetric
     distances, identical either way), and it dominated training: PQ48 on 16,384 rows took 567 s with it, 8 s
-    without (benchmarks/results/store_streaming_build.md).
+    without (benchmarks/results/store_streaming_build.md); ``IVF8,PQ4`` on 2,000 rows at d=16, 9.2 s against 0.2 s.
     """
     index = faiss.downcast_index(base)
     if isinstance(index, faiss.IndexPreTransform):
         index = faiss.downcast_index(index.index)
-    if isinstance(index, faiss.IndexPQ):
+    if isinstance(index, (faiss.IndexPQ, faiss.IndexIVFPQ)):
         index.do_polysemous_training = False
 
 

@@ -384,3 +384,22 @@ def test_filtered_hnsw_widens_its_walk_by_the_inverse_of_the_allowed_share():
     assert index._params(selector, 0.001).efSearch == 512 and index._params(selector, 1.0).efSearch == 32
     hits = store.search(views[7][0], top_k=5, filters={"field": "meta.b", "operator": "==", "value": 7})
     assert len(hits) == 5 and hits[0].id == "h7"
+
+
+def test_ivf_pq_skips_polysemous_training_and_ranks_the_same():
+    """IVF-PQ's polysemous training (the same relabelling as PQ's) made training IVF4,PQ4 on 600 rows at d=8 take
+    8.6 s instead of 0.17 s; the store turns it off, and the ranking is that of the same codes with it (4-bit codes
+    here: their polysemous training is fast enough for the reference)."""
+    rng = np.random.default_rng(0)
+    views = rng.standard_normal((300, 2, 8)).astype(np.float32)
+    store = FaissMultiViewDocumentStore(
+        embedding_dim=8, index_factory="IVF4,PQ4x4", keep_vectors=False, train_size=600, search_parameters={"nprobe": 4}
+    )
+    store.write_documents([Document(id=str(i), meta={VIEWS_KEY: v}) for i, v in enumerate(views)])
+    assert not faiss.downcast_index(store._views.faiss_index).do_polysemous_training
+    query = rng.standard_normal(8).astype(np.float32)
+    reference = faiss.index_factory(8, "IVF4,PQ4x4", faiss.METRIC_INNER_PRODUCT)  # polysemous training on
+    rows = views.reshape(-1, 8)
+    reference.train(rows)
+    best = (reference.sa_decode(reference.sa_encode(rows)) @ query).reshape(300, 2).max(axis=1)
+    assert [d.id for d in store.search(query.tolist(), top_k=10)] == [str(i) for i in np.argsort(-best)[:10]]
