@@ -7,7 +7,7 @@ from haystack.document_stores.types import FilterPolicy
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.views import MATCHED_TEXT_KEY, VIEWS_KEY, attach_views
+from haystack_mvr.views import ENCODER_KEY, MATCHED_TEXT_KEY, VIEWS_KEY, attach_views
 
 
 @pytest.fixture
@@ -71,6 +71,59 @@ def test_filter_policy_merge(store):
 async def test_run_async(store):
     docs = (await MultiViewRetriever(document_store=store, top_k=1).run_async(query_embedding=[1.0, 0.0]))["documents"]
     assert [d.id for d in docs] == ["a"]
+
+
+@pytest.mark.parametrize("top_k", [0, -1, True, False, 2.0, "3"])
+def test_top_k_must_be_a_positive_integer_at_init_and_at_run(store, top_k):
+    """run(top_k=0) returned the default top_k (``top_k or self.top_k``); MultiViewRetriever(top_k=True) was
+    accepted."""
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        MultiViewRetriever(document_store=store, top_k=top_k)
+    retriever = MultiViewRetriever(document_store=store, top_k=2)
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        retriever.run(query_embedding=[1.0, 0.0], top_k=top_k)
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        retriever.run_batch(query_embeddings=[[1.0, 0.0]], top_k=top_k)
+    assert len(retriever.run(query_embedding=[1.0, 0.0], top_k=None)["documents"]) == 2
+    assert len(retriever.run(query_embedding=[1.0, 0.0], top_k=1)["documents"]) == 1
+
+
+@pytest.mark.asyncio
+async def test_run_async_refuses_top_k_0(store):
+    with pytest.raises(ValueError, match="top_k must be a positive integer, got 0"):
+        await MultiViewRetriever(document_store=store).run_async(query_embedding=[1.0, 0.0], top_k=0)
+
+
+def _saved_store_of_encoder(path, encoder):
+    store = FaissMultiViewDocumentStore()
+    views = [np.eye(2, 4, k=i, dtype=np.float32) for i in (0, 1)]
+    docs = [Document(id=f"d{i}", meta={VIEWS_KEY: v, ENCODER_KEY: encoder}) for i, v in enumerate(views)]
+    store.write_documents(docs)
+    store.save(path)
+    return FaissMultiViewDocumentStore(index_path=str(path))
+
+
+@pytest.mark.asyncio
+async def test_the_first_query_after_opening_a_saved_store_is_checked(tmp_path):
+    """encoder_config is None until the store loads its saved copy: the first query with another encoder was answered
+    (with what the wrong vectors found) and only the second raised. Every run form now raises on the first."""
+    encoder = {"model": "a", "mode": "snippet", "dim": 4}
+    other = {"model": "b", "mode": "mvr", "dim": 4}
+    runs = {
+        "run": lambda r: r.run(query_embedding=[1.0, 0, 0, 0], encoder=other),
+        "run_batch": lambda r: r.run_batch(query_embeddings=[[1.0, 0, 0, 0]], encoder=other),
+        "wrong dimension": lambda r: r.run(query_embedding=[1.0, 0, 0], encoder={**other, "dim": 3}),
+    }
+    for name, run in runs.items():
+        retriever = MultiViewRetriever(document_store=_saved_store_of_encoder(tmp_path / name, encoder))
+        with pytest.raises(ValueError, match="differ in"):
+            run(retriever)
+    retriever = MultiViewRetriever(document_store=_saved_store_of_encoder(tmp_path / "async", encoder))
+    with pytest.raises(ValueError, match=r"differ in \['mode'\]"):
+        await retriever.run_async(query_embedding=[1.0, 0, 0, 0], encoder=other)
+    retriever = MultiViewRetriever(document_store=_saved_store_of_encoder(tmp_path / "same", encoder))
+    found = retriever.run(query_embedding=[1.0, 0, 0, 0], encoder={**encoder, "model": "/path/to/a"})["documents"]
+    assert [d.id for d in found] == ["d0", "d1"]
 
 
 def test_bad_query_embedding(store):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import import_class_by_name
@@ -10,6 +11,15 @@ from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
+
+_T = TypeVar("_T")
+
+
+def _check_top_k(top_k: Any) -> int:
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        msg = f"top_k must be a positive integer, got {top_k!r}."
+        raise ValueError(msg)
+    return top_k
 
 
 @component
@@ -47,9 +57,7 @@ class MultiViewRetriever:
                 f"QdrantMultiViewDocumentStore, ...), got {type(document_store).__name__}."
             )
             raise ValueError(msg)
-        if not isinstance(top_k, int) or top_k < 1:
-            msg = f"top_k must be a positive integer, got {top_k!r}."
-            raise ValueError(msg)
+        _check_top_k(top_k)
         self.document_store = document_store
         self.filters = filters
         self.top_k = top_k
@@ -77,6 +85,10 @@ class MultiViewRetriever:
             params["filter_policy"] = FilterPolicy.from_str(params["filter_policy"])
         return default_from_dict(cls, data)
 
+    def _top_k(self, top_k: int | None) -> int:
+        """The runtime ``top_k`` (0 is refused, not read as "the default"), or the init one when it is ``None``."""
+        return self.top_k if top_k is None else _check_top_k(top_k)
+
     def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
         """
         Raise if the query ``encoder`` (``MultiViewTextEmbedder``'s output) differs from the store's ``encoder_config``.
@@ -86,6 +98,43 @@ class MultiViewRetriever:
         stored = getattr(self.document_store, "encoder_config", None)
         if not encoder or not stored:
             return
+        self._compare_encoders(stored, encoder)
+
+    def _searched(self, encoder: dict[str, Any] | None, search: Callable[[], _T]) -> _T:
+        """``search()`` with the query ``encoder`` checked before it and, when the store's encoder was not known yet
+        (a store opened from disk reads its saved copy, and so its encoder, on first use), again after it: the
+        first query with another encoder raises instead of returning what the wrong vectors found."""
+        known = self._known_encoder(encoder)
+        try:
+            found = search()
+        except ValueError:
+            if not known:
+                self._check_encoder(encoder)  # a query of another model's dimension: name the encoders instead
+            raise
+        if not known:
+            self._check_encoder(encoder)
+        return found
+
+    async def _searched_async(self, encoder: dict[str, Any] | None, search: Callable[[], Awaitable[_T]]) -> _T:
+        """:meth:`_searched` for an asynchronous ``search``."""
+        known = self._known_encoder(encoder)
+        try:
+            found = await search()
+        except ValueError:
+            if not known:
+                self._check_encoder(encoder)
+            raise
+        if not known:
+            self._check_encoder(encoder)
+        return found
+
+    def _known_encoder(self, encoder: dict[str, Any] | None) -> bool:
+        """Check ``encoder`` now; ``False`` when there is one to check but the store's is not known yet."""
+        self._check_encoder(encoder)
+        return not encoder or bool(getattr(self.document_store, "encoder_config", None))
+
+    @staticmethod
+    def _compare_encoders(stored: dict[str, Any], encoder: dict[str, Any]) -> None:
         differ = sorted(k for k in set(stored) & set(encoder) - {"model"} if stored[k] != encoder[k])
         if differ:
             msg = (
@@ -107,21 +156,23 @@ class MultiViewRetriever:
 
         :param query_embedding: The query vector.
         :param filters: Runtime filters, combined with the defaults by ``filter_policy``.
-        :param top_k: How many documents (default: the init ``top_k``).
+        :param top_k: How many documents, a positive integer (``None``: the init ``top_k``).
         :param encoder: The query encoder's identity (``MultiViewTextEmbedder``'s ``encoder`` output); checked
             against the store's ``encoder_config`` when both are known.
         :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
-        :raises ValueError: if ``encoder`` differs from the encoder the store was built with.
+        :raises ValueError: if ``encoder`` differs from the encoder the store was built with (checked before the
+            search, and after it when the store learns its encoder from a saved copy only then), or ``top_k`` is not
+            a positive integer.
         """
-        self._check_encoder(encoder)
-        return {
-            "documents": self.document_store.search(
-                query_embedding,
-                top_k=top_k or self.top_k,
-                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
-                return_embedding=self.return_embedding,
-            )
-        }
+        top_k = self._top_k(top_k)
+        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        documents = self._searched(
+            encoder,
+            lambda: self.document_store.search(
+                query_embedding, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+            ),
+        )
+        return {"documents": documents}
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -132,15 +183,15 @@ class MultiViewRetriever:
         encoder: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """Asynchronous :meth:`run`."""
-        self._check_encoder(encoder)
-        return {
-            "documents": await self.document_store.search_async(
-                query_embedding,
-                top_k=top_k or self.top_k,
-                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
-                return_embedding=self.return_embedding,
-            )
-        }
+        top_k = self._top_k(top_k)
+        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        documents = await self._searched_async(
+            encoder,
+            lambda: self.document_store.search_async(
+                query_embedding, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+            ),
+        )
+        return {"documents": documents}
 
     def run_batch(
         self,
@@ -154,16 +205,16 @@ class MultiViewRetriever:
 
         :param query_embeddings: ``(n, d)`` query vectors.
         :param filters: Runtime filters shared by all queries, combined with the defaults by ``filter_policy``.
-        :param top_k: How many documents per query (default: the init ``top_k``).
+        :param top_k: How many documents per query, a positive integer (``None``: the init ``top_k``).
         :param encoder: The query encoder's identity, checked as in :meth:`run`.
         :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
         """
-        self._check_encoder(encoder)
-        return {
-            "documents": self.document_store.search_batch(
-                query_embeddings,
-                top_k=top_k or self.top_k,
-                filters=apply_filter_policy(self.filter_policy, self.filters, filters),
-                return_embedding=self.return_embedding,
-            )
-        }
+        top_k = self._top_k(top_k)
+        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        documents = self._searched(
+            encoder,
+            lambda: self.document_store.search_batch(
+                query_embeddings, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+            ),
+        )
+        return {"documents": documents}
