@@ -23,6 +23,7 @@ from packaged_model import packaged_minilm
 
 from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -49,11 +50,18 @@ def main() -> None:
     texts = [p.text for p in load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")][: args.docs]
     st = SentenceTransformer(model, device=args.device).to(dtype)
     st.max_seq_length = args.max_length
+    snippet = MultiVectorEncoderAdapter.snippet(
+        model, device=args.device, num_views=args.num_views, doc_max_length=args.max_length
+    )
+    snippet.model.to(dtype=dtype)
     encoders = {
-        mode: MultiViewEncoder.from_pretrained(
-            model, mode=mode, num_views=args.num_views, doc_max_length=args.max_length
-        ).to(device=args.device, dtype=dtype)
-        for mode in ("snippet", "mvr", "camvr")
+        "snippet": snippet,
+        **{
+            mode: MultiViewEncoder.from_pretrained(
+                model, mode=mode, num_views=args.num_views, doc_max_length=args.max_length
+            ).to(device=args.device, dtype=dtype)
+            for mode in ("mvr", "camvr")
+        },
     }
     runs: dict[str, list[float]] = {"sentence-transformers": [], **{m: [] for m in encoders}}
     st.encode(texts[:64], batch_size=args.batch_size)  # warm-up

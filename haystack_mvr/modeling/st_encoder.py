@@ -26,7 +26,13 @@ from sentence_transformers.base.modules import Router, Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
-from haystack_mvr.modeling.encoder import EncodedDocument, encoder_identity, viewer_attention, weights_fingerprint
+from haystack_mvr.modeling.encoder import (
+    EncodedDocument,
+    MultiViewEncoder,
+    encoder_identity,
+    viewer_attention,
+    weights_fingerprint,
+)
 from haystack_mvr.modeling.loading import (
     LoadOptions,
     resolve_model,
@@ -253,3 +259,41 @@ class MultiVectorEncoderAdapter:
             raise ValueError(msg)
         batch = transformer.builder().documents(list(texts)).to(self.device)
         return viewer_attention(transformer.auto_model, batch)
+
+
+def open_encoder(
+    model: str | Path, device: str, options: LoadOptions | None = None, **overrides: Any
+) -> MultiVectorEncoderAdapter | MultiViewEncoder:
+    """
+    The encoder ``model`` names, ready for inference on ``device``: what the Haystack embedders and mining load.
+
+    - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
+      ``st_modules``): sentence-transformers' ``MultiVectorEncoder`` behind :class:`MultiVectorEncoderAdapter`;
+    - any other backbone: training-free snippet mode the same way (a viewer mode would have random viewer tokens,
+      and two components would draw different ones: refused);
+    - an older ``multi_view_config.json`` checkpoint: ``MultiViewEncoder`` (MVR, CAMVR) or snippet mode as above.
+
+    ``overrides`` (``MultiViewConfig`` fields) must agree with a checkpoint's saved configuration.
+    """
+    options = options or LoadOptions()
+    if (Path(model) / CONFIG_NAME).is_file():
+        if MultiViewConfig.load(model).mode == "snippet":
+            return MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **overrides).eval()
+        return MultiViewEncoder.from_pretrained(model, load_options=options, **overrides).to(device).eval()
+    name, resolved = resolve_model(model, options)
+    layout = sentence_transformers_layout(name, resolved)
+    if layout is not None:
+        saved = MultiViewConfig(**layout.config)
+        conflicts = sorted(k for k, v in overrides.items() if getattr(saved, k, object()) != v)
+        if conflicts:
+            msg = f"{model!s} was saved with a different configuration; cannot override {conflicts}."
+            raise ValueError(msg)
+        return MultiVectorEncoderAdapter.load(model, device=device, load_options=options).eval()
+    mode = overrides.pop("mode", "snippet")
+    if mode != "snippet":
+        msg = (
+            f"{model!s} is not a trained multi-view checkpoint, so mode={mode!r} would use random viewer tokens. "
+            "Train one first (haystack-mvr train ...) and pass its directory, or use mode='snippet'."
+        )
+        raise ValueError(msg)
+    return MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **overrides).eval()

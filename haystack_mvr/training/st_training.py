@@ -50,6 +50,7 @@ from transformers import TrainerCallback
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from haystack_mvr.training.arguments import TrainingArguments
 from haystack_mvr.training.data_collator import ANSWER_VIEW, MultiViewDataCollator
+from haystack_mvr.training.examples import load_examples
 from haystack_mvr.training.losses import MultiViewAnswerViewLoss, MultiViewGlobalLocalLoss
 from haystack_mvr.training.plotting import plot_training_log, write_log
 from haystack_mvr.training.st_dataset import build_st_dataset
@@ -331,8 +332,6 @@ def train_st(args: TrainingArguments) -> Path:
     ``args.output_dir`` (load with ``MultiVectorEncoder(output_dir, trust_remote_code=True)``). Under ``torchrun``
     every process calls this; transformers sets up and tears down the process group.
     """
-    from haystack_mvr.training.api import load_examples
-
     if args.resume_from == "latest" and not _has_checkpoint(args.output_dir):
         msg = f"resume_from latest: {args.output_dir} has no checkpoint-* folder, so training cannot resume."
         raise FileNotFoundError(msg)

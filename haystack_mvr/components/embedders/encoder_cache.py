@@ -17,8 +17,8 @@ from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.hf import deserialize_hf_model_kwargs, serialize_hf_model_kwargs
 
 from haystack_mvr.modeling import MultiViewEncoder
-from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
-from haystack_mvr.modeling.loading import LoadOptions, resolve_model, sentence_transformers_layout
+from haystack_mvr.modeling.config import CONFIG_NAME
+from haystack_mvr.modeling.loading import LoadOptions
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
@@ -118,70 +118,20 @@ def load_encoder(
     model: str | Path, device: str, encoder_kwargs: dict[str, Any], options: LoadOptions | None = None
 ) -> MultiViewEncoder | MultiVectorEncoderAdapter:
     """
-    Load (once) the encoder for ``model`` on ``device``.
-
-    - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
-      ``haystack_mvr.modeling.st_modules``): sentence-transformers' ``MultiVectorEncoder``, through
-      ``MultiVectorEncoderAdapter``;
-    - any other backbone: the training-free ``snippet`` mode only (untrained viewer tokens would be random, and two
-      components would draw different ones), built from ``st_modules`` and served the same way;
-    - an older ``multi_view_config.json`` checkpoint: ``MultiViewEncoder`` (MVR, CAMVR), or snippet mode as above.
+    Load (once) the encoder for ``model`` on ``device`` (``haystack_mvr.modeling.st_encoder.open_encoder``).
 
     ``encoder_kwargs`` must agree with a checkpoint's saved configuration. A model that cannot be found raises
     ``ModelNotFoundError`` at once, naming it and the packaged offline weights.
     """
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
     options = options or LoadOptions()
-    encoder_options = dict(encoder_kwargs)
-    layout = None
-    snippet = False
-    if is_multi_view_checkpoint(model):
-        snippet = MultiViewConfig.load(model).mode == "snippet"
-    else:
-        name, resolved = resolve_model(model, options)
-        layout = sentence_transformers_layout(name, resolved)
-        if layout is not None:
-            saved = MultiViewConfig(**layout.config)
-            conflicts = sorted(k for k, v in encoder_options.items() if getattr(saved, k, object()) != v)
-            if conflicts:
-                msg = f"{model!s} was saved with a different configuration; cannot override {conflicts}."
-                raise ValueError(msg)
-        else:
-            snippet = True
-            encoder_options.setdefault("mode", "snippet")
-            if encoder_options["mode"] != "snippet":
-                msg = (
-                    f"{model!s} is not a trained multi-view checkpoint, so mode={encoder_options['mode']!r} would "
-                    "use random viewer tokens. Train one first (haystack-mvr train ...) and pass its directory, or "
-                    "use mode='snippet'."
-                )
-                raise ValueError(msg)
     # The token is left out of the key: it only grants access, the weights are the same.
     loading = {k: v for k, v in options.__dict__.items() if k != "token"}
     key = json.dumps(
-        {"model": str(model), "device": device, **encoder_options, "loading": loading}, sort_keys=True, default=str
+        {"model": str(model), "device": device, **encoder_kwargs, "loading": loading}, sort_keys=True, default=str
     )
     with _lock:
         if key not in _cache:
-            if layout is not None:
-                _cache[key] = _load_sentence_transformers(model, device, options)
-            elif snippet:
-                from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-
-                adapter = MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **encoder_options)
-                _cache[key] = adapter.eval()
-            else:
-                encoder = MultiViewEncoder.from_pretrained(model, load_options=options, **encoder_options)
-                _cache[key] = encoder.to(device).eval()
+            _cache[key] = open_encoder(model, device, options, **dict(encoder_kwargs))
         return _cache[key]
-
-
-def _load_sentence_transformers(model: str | Path, device: str, options: LoadOptions) -> MultiVectorEncoderAdapter:
-    try:
-        from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-    except ImportError as e:
-        msg = (
-            f"{model!s} is saved in sentence-transformers format, which needs sentence-transformers>=6: "
-            f"pip install 'sentence-transformers>=6' ({e})."
-        )
-        raise ImportError(msg) from e
-    return MultiVectorEncoderAdapter.load(model, device=device, load_options=options).eval()

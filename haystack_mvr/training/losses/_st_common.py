@@ -67,12 +67,19 @@ def embed_views(
 
 
 def token_rows(features: dict[str, Any]) -> Tensor | None:
-    """A column's tokens, one row a text: ``input_ids + 1`` with 0 for padding (``None`` without ``input_ids``)."""
+    """
+    A column's tokens, one row a text: ``input_ids + 1`` with 0 for padding (``None`` without ``input_ids``). A text
+    read in several windows (snippet mode's ``mvr_windows``) is told by its first window.
+    """
     if "input_ids" not in features:
         return None
     ids = features["input_ids"].long()
     mask = features.get("attention_mask")
-    return ids + 1 if mask is None else (ids + 1) * mask.bool()
+    rows = ids + 1 if mask is None else (ids + 1) * mask.bool()
+    windows = features.get("mvr_windows")
+    if windows is not None:
+        rows = rows[windows[:, 0].bool()]
+    return rows
 
 
 def copies_of_positives(tokens: list[Tensor | None], positive_index: Tensor) -> Tensor | None:
