@@ -1,0 +1,224 @@
+"""Encoding speed of snippet mode on long documents and on paragraphs (issue 31, item 5).
+
+    python benchmarks/long_document_speed.py                       # both checks, 5 interleaved rounds, 2 threads
+    python benchmarks/long_document_speed.py --before 377763e      # the paragraph check against that commit
+
+1. Long documents: snippet mode's windowed encoding of squad-mv pages (consecutive paragraphs of an article joined
+   into pages of about 1,000-2,000 tokens, as benchmarks/long_documents.py builds them) against
+   sentence-transformers' ``SentenceTransformer.encode`` over the same tokens (each page cut at token boundaries into
+   window-sized pieces, what a user who splits first would encode). Throughput in page tokens per second.
+2. Paragraphs: snippet mode today against the commit ``--before`` (a git worktree, imported in a subprocess of its
+   own; the two alternate, one subprocess per round), on squad-mv paragraphs with titles.
+
+Rounds alternate the variants; each ratio is taken within a round; the table gives the median and the range.
+Writes benchmarks/results/long_document_speed.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+
+ENCODE_PARAGRAPHS = r"""
+import json, sys, time, torch
+torch.set_num_threads(int(sys.argv[2]))
+texts = json.load(open(sys.argv[1]))
+from haystack_mvr.components.embedders.encoder_cache import load_encoder
+encoder = load_encoder(sys.argv[3], "cpu", {})
+encoder.encode_documents(texts[:64], batch_size=32)
+start = time.perf_counter()
+encoder.encode_documents(texts, batch_size=32)
+print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+
+
+def pin_threads(threads: int) -> None:
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def long_document_rounds(model: str, pages: list[str], rounds: int, batch_size: int) -> dict:
+    """Snippet-mode windowed encoding vs SentenceTransformer.encode over the same tokens, alternating."""
+    from sentence_transformers import SentenceTransformer
+
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+    ours = MultiVectorEncoderAdapter.snippet(model, device="cpu").eval()
+    st = SentenceTransformer(model, device="cpu")
+    tokenizer = st.tokenizer
+    window = ours.config.doc_max_length - 2
+    pieces, tokens = [], 0
+    for page in pages:
+        offsets = tokenizer(page, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+        tokens += len(offsets)
+        for begin in range(0, len(offsets), window):
+            chunk = offsets[begin : begin + window]
+            pieces.append(page[chunk[0][0] : chunk[-1][1]])
+    piece_tokens = sum(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in pieces)
+    variants = {
+        "snippet mode (windowed)": lambda: ours.encode_documents(pages, batch_size=batch_size),
+        "SentenceTransformer.encode (pieces)": lambda: st.encode(pieces, batch_size=batch_size),
+    }
+    for fn in variants.values():  # warm-up
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    names = list(variants)
+    ratios = [b / a for a, b in zip(seconds[names[0]], seconds[names[1]], strict=True)]  # throughput ours / theirs
+    windows = sum(len(w) for w in _windows(ours, pages))
+    return {
+        "pages": len(pages),
+        "page_tokens": tokens,
+        "st_piece_tokens": piece_tokens,
+        "windows": windows,
+        "window_tokens": ours.config.doc_max_length,
+        "window_overlap": ours.config.window_overlap,
+        "tokens_per_second": {name: spread([tokens / s for s in seconds[name]]) for name in names},
+        "throughput_ratio": spread(ratios),
+        "seconds": seconds,
+    }
+
+
+def _windows(encoder, pages: list[str]) -> list[list]:
+    from haystack_mvr.modeling.st_modules import WINDOWS
+
+    transformer = encoder.model[0]
+    features = transformer.preprocess(pages, task="document")
+    rows = features[WINDOWS].tolist()
+    out: list[list] = []
+    for row in rows:
+        if row[0]:
+            out.append([])
+        out[-1].append(row)
+    return out
+
+
+def paragraph_rounds(model: str, texts: list[str], rounds: int, threads: int, before: str) -> dict:
+    """Today's snippet mode vs the commit ``before``, one subprocess per run, alternating."""
+    worktree = Path("/tmp") / f"haystack-mvr-{before}"
+    if not worktree.exists():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), before], check=True)
+    corpus = Path("/tmp") / "long_document_speed_paragraphs.json"
+    corpus.write_text(json.dumps(texts), encoding="utf-8")
+    env = {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+
+    def run(code_root: Path) -> float:
+        out = subprocess.run(
+            [sys.executable, "-c", ENCODE_PARAGRAPHS, str(corpus), str(threads), model],
+            env={**env, "PYTHONPATH": str(code_root)},
+            cwd="/tmp",
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+    seconds: dict[str, list[float]] = {"today": [], before: []}
+    for _ in range(rounds):
+        seconds["today"].append(run(REPO))
+        seconds[before].append(run(worktree))
+    ratios = [a / b for a, b in zip(seconds["today"], seconds[before], strict=True)]
+    return {"paragraphs": len(texts), "before": before, "seconds": seconds, "time_ratio_today_over_before": spread(ratios)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="Default: the packaged all-MiniLM-L6-v2.")
+    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--pages", type=int, default=40, help="Long pages encoded per round.")
+    parser.add_argument("--paragraphs", type=int, default=512, help="Paragraphs encoded per round.")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--before", default=None, help="A commit to compare paragraph encoding against.")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    pin_threads(args.threads)
+    from long_documents import build_pages, minilm_token_counter
+    from packaged_model import packaged_minilm
+
+    from haystack_mvr.datasets import load_corpus
+
+    model = args.model or packaged_minilm()
+    passages = load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")
+    pages = build_pages(passages, [], minilm_token_counter(model))[: args.pages]
+    page_texts = [p.text for p in pages]
+    result: dict = {
+        "model": Path(model).name if Path(model).exists() else model,
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "rounds": args.rounds,
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    print(f"long documents: {len(page_texts)} pages", flush=True)
+    result["long_documents"] = long_document_rounds(model, page_texts, args.rounds, args.batch_size)
+    print(json.dumps(result["long_documents"]["throughput_ratio"]), flush=True)
+    if args.before:
+        texts = [f"{p.title}\n{p.text}" for p in passages[: args.paragraphs]]
+        print(f"paragraphs: {len(texts)} against {args.before}", flush=True)
+        result["paragraphs"] = paragraph_rounds(model, texts, args.rounds, args.threads, args.before)
+        print(json.dumps(result["paragraphs"]["time_ratio_today_over_before"]), flush=True)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "long_document_speed.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (args.output_dir / "long_document_speed.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+
+
+def markdown(result: dict) -> str:
+    long = result["long_documents"]
+    tps = long["tokens_per_second"]
+    ratio = long["throughput_ratio"]
+    lines = [
+        f"# Snippet-mode encoding speed ({result['model']}, {result['threads']} threads, batch {result['batch_size']}, "
+        f"{result['rounds']} interleaved rounds, {result['machine']}, {result['date']})",
+        "",
+        f"## Long documents: {long['pages']} squad-mv pages, {long['page_tokens']:,} tokens, {long['windows']} windows "
+        f"of {long['window_tokens']} tokens (window_overlap {long['window_overlap']})",
+        "",
+        "| encoder | page tokens/s (median) | range |",
+        "|---|---:|---|",
+        *(f"| {name} | {v['median']:,.0f} | {v['min']:,.0f}-{v['max']:,.0f} |" for name, v in tps.items()),
+        "",
+        f"Throughput ratio (snippet mode / sentence-transformers over the same {long['page_tokens']:,} tokens, "
+        f"per round): **{ratio['median']:.3f}x** (range {ratio['min']:.3f}-{ratio['max']:.3f}).",
+    ]
+    if "paragraphs" in result:
+        par = result["paragraphs"]
+        r = par["time_ratio_today_over_before"]
+        lines += [
+            "",
+            f"## Paragraphs: {par['paragraphs']} squad-mv paragraphs with titles, today vs {par['before']}",
+            "",
+            f"Encoding time ratio (today / {par['before']}, per round): **{r['median']:.3f}x** "
+            f"(range {r['min']:.3f}-{r['max']:.3f}); seconds today "
+            f"{', '.join(f'{s:.1f}' for s in par['seconds']['today'])}, before "
+            f"{', '.join(f'{s:.1f}' for s in par['seconds'][par['before']])}.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
