@@ -67,7 +67,9 @@ def long_document_rounds(model: str, pages: list[str], rounds: int, batch_size: 
     window = ours.config.doc_max_length - 2
     pieces, tokens = [], 0
     for page in pages:
-        offsets = tokenizer(page, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+        offsets = tokenizer(page, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+            "offset_mapping"
+        ]
         tokens += len(offsets)
         for begin in range(0, len(offsets), window):
             chunk = offsets[begin : begin + window]
@@ -140,7 +142,12 @@ def paragraph_rounds(model: str, texts: list[str], rounds: int, threads: int, be
         seconds["today"].append(run(REPO))
         seconds[before].append(run(worktree))
     ratios = [a / b for a, b in zip(seconds["today"], seconds[before], strict=True)]
-    return {"paragraphs": len(texts), "before": before, "seconds": seconds, "time_ratio_today_over_before": spread(ratios)}
+    return {
+        "paragraphs": len(texts),
+        "before": before,
+        "seconds": seconds,
+        "time_ratio_today_over_before": spread(ratios),
+    }
 
 
 def main() -> None:

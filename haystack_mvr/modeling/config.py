@@ -113,20 +113,9 @@ class MultiViewConfig:
         if self.on_truncation not in TRUNCATION_POLICIES:
             msg = f"on_truncation must be one of {', '.join(TRUNCATION_POLICIES)}, got {self.on_truncation!r}."
             raise ValueError(msg)
-        if not isinstance(self.window_overlap, int) or isinstance(self.window_overlap, bool) or self.window_overlap < 0:
-            msg = f"window_overlap must be a non-negative integer, got {self.window_overlap!r}."
-            raise ValueError(msg)
-        if self.snippet_tokens is not None and (
-            not isinstance(self.snippet_tokens, int) or isinstance(self.snippet_tokens, bool) or self.snippet_tokens < 1
-        ):
-            msg = f"snippet_tokens must be a positive integer or None, got {self.snippet_tokens!r}."
-            raise ValueError(msg)
-        if not isinstance(self.max_views, int) or isinstance(self.max_views, bool) or self.max_views < 2:
-            msg = f"max_views must be an integer of at least 2, got {self.max_views!r}."
-            raise ValueError(msg)
-        if self.mode == "snippet" and self.max_views < self.num_views + 1:
-            msg = f"max_views ({self.max_views}) leaves no room for {self.num_views} snippets and the whole-text view."
-            raise ValueError(msg)
+        check_window_overlap(self.window_overlap)
+        # max_views leaves room for num_views snippets in snippet mode; other modes ignore the snippet options
+        check_snippet_options(self.num_views if self.mode == "snippet" else 1, self.snippet_tokens, self.max_views)
         if self.mode == "snippet" and not self.tied:
             msg = "Snippet mode is training-free and always uses one backbone: set tied=True."
             raise ValueError(msg)
@@ -180,3 +169,36 @@ class MultiViewConfig:
             msg = f"{path} is not valid JSON."
             raise ValueError(msg) from e
         return cls.from_dict(data)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_window_overlap(window_overlap: Any) -> None:
+    """A clear error for a ``window_overlap`` that is no non-negative integer (a JSON config can hold anything)."""
+    if not _is_int(window_overlap) or window_overlap < 0:
+        msg = f"window_overlap must be a non-negative integer, got {window_overlap!r}."
+        raise ValueError(msg)
+
+
+def check_snippet_options(num_snippets: Any, snippet_tokens: Any, max_views: Any) -> None:
+    """Clear errors for snippet mode's ``num_snippets``, ``snippet_tokens`` and ``max_views``."""
+    for name, value, least in (("num_snippets", num_snippets, 1), ("max_views", max_views, 2)):
+        if not _is_int(value) or value < least:
+            msg = f"{name} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(msg)
+    if snippet_tokens is not None and (not _is_int(snippet_tokens) or snippet_tokens < 1):
+        msg = f"snippet_tokens must be a positive integer or None, got {snippet_tokens!r}."
+        raise ValueError(msg)
+    if max_views < num_snippets + 1:
+        msg = f"max_views ({max_views}) leaves no room for {num_snippets} snippets and the whole-text view."
+        raise ValueError(msg)
+
+
+def refuse_overrides(name: Any, saved: MultiViewConfig, overrides: dict[str, Any]) -> None:
+    """Raise when ``overrides`` (options asked for at load) disagree with the configuration ``name`` was saved with."""
+    conflicts = sorted(k for k, v in overrides.items() if getattr(saved, k, object()) != v)
+    if conflicts:
+        msg = f"{name!s} was saved with a different configuration; cannot override {conflicts}."
+        raise ValueError(msg)

@@ -30,6 +30,7 @@ from haystack_mvr.modeling.config import (
     QUERY_SUBFOLDER,
     SNIPPET_FIELDS,
     MultiViewConfig,
+    refuse_overrides,
 )
 from haystack_mvr.modeling.inputs import EncoderInputs, InputBuilder, add_viewer_tokens
 from haystack_mvr.modeling.loading import (
@@ -42,7 +43,6 @@ from haystack_mvr.modeling.loading import (
 from haystack_mvr.modeling.snippets import Span
 
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -166,10 +166,7 @@ class MultiViewEncoder(nn.Module):
                 "haystack_mvr.modeling.st_modules.snippet_encoder_from_checkpoint (the Haystack embedders do)."
             )
             raise ValueError(msg)
-        conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
-        if conflicts:
-            msg = f"{path} was saved with a different configuration; cannot override {sorted(conflicts)}."
-            raise ValueError(msg)
+        refuse_overrides(path, config, overrides)
         tokenizer = _load_tokenizer(path, options)
         if config.tied:
             return cls(config, tokenizer, _load_backbone(path, options))
@@ -183,10 +180,7 @@ class MultiViewEncoder(nn.Module):
     ) -> MultiViewEncoder:
         """An MVR / CAMVR checkpoint in sentence-transformers format (``st_modules.ViewerTransformer``)."""
         config = MultiViewConfig(**layout.config)
-        conflicts = {k: v for k, v in overrides.items() if getattr(config, k, object()) != v}
-        if conflicts:
-            msg = f"{name} was saved with a different configuration; cannot override {sorted(conflicts)}."
-            raise ValueError(msg)
+        refuse_overrides(name, config, overrides)
 
         if not Path(name).is_dir() and not config.tied:
             msg = f"{name}: an untied sentence-transformers checkpoint loads from a local folder; download it first."

@@ -22,10 +22,9 @@ import numpy as np
 import torch
 from sentence_transformers import MultiVectorEncoder
 from sentence_transformers.base.modules import Router, Transformer
-
 from tqdm.auto import tqdm
 
-from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
+from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
 from haystack_mvr.modeling.encoder import (
     EncodedDocument,
     MultiViewEncoder,
@@ -118,10 +117,7 @@ class MultiVectorEncoderAdapter:
         name, options = resolve_model(model_name_or_path, load_options)
         if (Path(name) / CONFIG_NAME).is_file():
             config = MultiViewConfig.load(name)
-            conflicts = sorted(k for k, v in overrides.items() if getattr(config, k, object()) != v)
-            if conflicts:
-                msg = f"{name} was saved with a different configuration; cannot override {conflicts}."
-                raise ValueError(msg)
+            refuse_overrides(name, config, overrides)
             if config.mode != "snippet":
                 msg = f"{name} is a {config.mode} checkpoint, not snippet mode."
                 raise ValueError(msg)
@@ -283,11 +279,7 @@ def open_encoder(
     name, resolved = resolve_model(model, options)
     layout = sentence_transformers_layout(name, resolved)
     if layout is not None:
-        saved = MultiViewConfig(**layout.config)
-        conflicts = sorted(k for k, v in overrides.items() if getattr(saved, k, object()) != v)
-        if conflicts:
-            msg = f"{model!s} was saved with a different configuration; cannot override {conflicts}."
-            raise ValueError(msg)
+        refuse_overrides(model, MultiViewConfig(**layout.config), overrides)
         return MultiVectorEncoderAdapter.load(model, device=device, load_options=options).eval()
     mode = overrides.pop("mode", "snippet")
     if mode != "snippet":

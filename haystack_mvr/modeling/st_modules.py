@@ -48,7 +48,15 @@ from sentence_transformers.base.modules.module import Module
 from torch import Tensor
 from transformers.utils import logging as transformers_logging
 
-from haystack_mvr.modeling.config import CONFIG_NAME, DOCUMENT_SUBFOLDER, POOLINGS, QUERY_SUBFOLDER, MultiViewConfig
+from haystack_mvr.modeling.config import (
+    CONFIG_NAME,
+    DOCUMENT_SUBFOLDER,
+    POOLINGS,
+    QUERY_SUBFOLDER,
+    MultiViewConfig,
+    check_snippet_options,
+    check_window_overlap,
+)
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, add_viewer_tokens, pooling_weights, viewer_tokens
 from haystack_mvr.modeling.loading import sentence_transformers_defaults
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
@@ -66,7 +74,7 @@ VIEW_MASK = "mvr_view_mask"
 # The module class names that make a sentence-transformers folder a haystack-mvr checkpoint.
 VIEW_MODULES = ("SnippetViews", "ViewerPooling")
 _EXTRA_FEATURES = (SENTENCES, WINDOWS, SPANS, POOLING, VIEW_MASK)
-# Snippet mode's defaults are MultiViewConfig's (chosen on the squad-mv pages dev split).
+# Snippet mode's defaults are MultiViewConfig's (not yet tuned on a dev split: see the README's Long documents).
 DEFAULT_SNIPPET_TOKENS = MultiViewConfig.snippet_tokens
 DEFAULT_WINDOW_OVERLAP = MultiViewConfig.window_overlap
 DEFAULT_MAX_VIEWS = MultiViewConfig.max_views
@@ -145,9 +153,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "window_overlap"]
 
     def __init__(self, model_name_or_path: str, *, window_overlap: int = DEFAULT_WINDOW_OVERLAP, **kwargs: Any) -> None:
-        if not isinstance(window_overlap, int) or isinstance(window_overlap, bool) or window_overlap < 0:
-            msg = f"window_overlap must be a non-negative integer, got {window_overlap!r}."
-            raise ValueError(msg)
+        check_window_overlap(window_overlap)
         super().__init__(model_name_or_path, **kwargs)
         self.window_overlap = window_overlap
         self._special_ids: tuple[list[int], list[int]] | None = None
@@ -166,7 +172,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         return self._special_ids
 
     def document_max_length(self, max_length: int | None = None) -> int:
-        """Tokens one window holds, special tokens included (the trainer's ``max_length`` wins, as for ``Transformer``)."""
+        """Tokens a window holds, special tokens included (a trainer's ``max_length`` wins, as in ``Transformer``)."""
         return int(max_length or self.document_length or self.max_seq_length)
 
     def preprocess(self, inputs, prompt: str | None = None, processing_kwargs=None, **kwargs) -> dict[str, Any]:
@@ -185,29 +191,25 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
             msg = f"A window of {max_length} tokens leaves no room for text after the special tokens."
             raise ValueError(msg)
         piece = max(1, capacity // 2)
-        encoded = self.tokenizer(
-            texts, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
-        )
-        encodings = getattr(encoded, "encodings", None)
-        if encodings is None:  # a slow tokenizer: offsets through the mapping
+        if getattr(self.tokenizer, "is_fast", False):  # offsets kept in the encodings, no conversion to lists
+            encoded = self.tokenizer(
+                texts, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
+            )
+            rows_of = ((e.ids, e.offsets) for e in encoded.encodings)
+        else:
             encoded = self.tokenizer(
                 texts, add_special_tokens=False, truncation=False, return_offsets_mapping=True, verbose=False
             )
             rows_of = zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
-        else:
-            rows_of = ((e.ids, e.offsets) for e in encodings)
         rows: list[list[int]] = []
         windows: list[tuple[int, int, int, int, int, int]] = []
         sentences: list[list[tuple[int, int, int, int]]] = []
         for text, (ids, offsets) in zip(texts, rows_of, strict=True):
-            starts = [o[0] for o in offsets]
-            units = sentence_units(text, starts, offsets, piece)
+            units = sentence_units(text, offsets, piece)
             plan = plan_windows(len(ids), capacity, self.window_overlap, [u[2] for u in units])
             for k, window in enumerate(plan):
                 rows.append([*prefix, *ids[window.start : window.end], *suffix])
-                windows.append(
-                    (int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix))
-                )
+                windows.append((int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix)))
                 sentences.append(units if k == 0 else [])
         width = max(map(len, rows))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -216,7 +218,10 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         for r, row in enumerate(rows):
             input_ids[r, : len(row)] = row
             attention[r, : len(row)] = 1
-        features: dict[str, Any] = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention)}
+        features: dict[str, Any] = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention),
+        }
         if "token_type_ids" in getattr(self.tokenizer, "model_input_names", ()):
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         features["modality"] = "text"
@@ -234,24 +239,25 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         if rows <= step:
             return super().forward(features, **kwargs)
         # a long document's windows: batched passes of at most `step` rows, as many as the batch's documents
-        backbone_keys = [k for k, v in features.items() if isinstance(v, Tensor) and v.ndim >= 1 and v.shape[0] == rows]
-        backbone_keys = [k for k in backbone_keys if k not in _EXTRA_FEATURES and k != WINDOWS]
+        output = self.module_output_name or "token_embeddings"
+        backbone = {k: v for k, v in features.items() if k not in _EXTRA_FEATURES}
         states = []
         for begin in range(0, rows, step):
-            chunk = {k: (v[begin : begin + step] if k in backbone_keys else v) for k, v in features.items()}
-            chunk = {k: v for k, v in chunk.items() if k not in _EXTRA_FEATURES}
-            states.append(super().forward(chunk, **kwargs)[self.module_output_name or "token_embeddings"])
-        features[self.module_output_name or "token_embeddings"] = torch.cat(states, dim=0)
+            chunk = {
+                k: v[begin : begin + step] if isinstance(v, Tensor) and v.ndim and v.shape[0] == rows else v
+                for k, v in backbone.items()
+            }
+            states.append(super().forward(chunk, **kwargs)[output])
+        features[output] = torch.cat(states, dim=0)
         return features
 
 
-def sentence_units(
-    text: str, token_starts: list[int], offsets: list[tuple[int, int]], piece: int
-) -> list[tuple[int, int, int, int]]:
+def sentence_units(text: str, offsets: list[tuple[int, int]], piece: int) -> list[tuple[int, int, int, int]]:
     """
-    ``text``'s sentences as ``(char_start, char_end, token_start, token_end)`` (content tokens, ``token_starts`` the
-    tokens' first characters), a sentence longer than ``piece`` tokens cut into equal pieces of at most ``piece``.
+    ``text``'s sentences as ``(char_start, char_end, token_start, token_end)`` (content tokens, ``offsets`` their
+    character spans), a sentence longer than ``piece`` tokens cut into equal pieces of at most ``piece``.
     """
+    token_starts = [o[0] for o in offsets]
     units = []
     for s, e in sentence_spans(text):
         lo, hi = bisect_left(token_starts, s), bisect_left(token_starts, e)
@@ -347,8 +353,9 @@ class SnippetViews(Module):
         views = views.index_add(0, target, flat_states[index] * scale[:, None]).reshape(num_docs, num_views, -1)
         if self.normalize:
             views = F.normalize(views, dim=-1)
-        view_mask = np.zeros((num_docs, num_views), dtype=bool)
-        view_mask[np.unique(views_of) // num_views, np.unique(views_of) % num_views] = True
+        view_mask = np.zeros(num_docs * num_views, dtype=bool)
+        view_mask[views_of] = True  # a view is real when it pools at least one token
+        view_mask = view_mask.reshape(num_docs, num_views)
         features["token_embeddings"] = views
         features["attention_mask"] = torch.from_numpy(view_mask).to(states.device)
         features[SPANS] = torch.from_numpy(spans).to(states.device)
@@ -428,22 +435,6 @@ class SnippetViews(Module):
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.save_config(output_path)
-
-
-def check_snippet_options(num_snippets: Any, snippet_tokens: Any, max_views: Any) -> None:
-    """Clear errors for the snippet options (a JSON config can hold anything)."""
-    for name, value, least in (("num_snippets", num_snippets, 1), ("max_views", max_views, 2)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            msg = f"{name} must be an integer of at least {least}, got {value!r}."
-            raise ValueError(msg)
-    if snippet_tokens is not None and (
-        not isinstance(snippet_tokens, int) or isinstance(snippet_tokens, bool) or snippet_tokens < 1
-    ):
-        msg = f"snippet_tokens must be a positive integer or None, got {snippet_tokens!r}."
-        raise ValueError(msg)
-    if max_views < num_snippets + 1:
-        msg = f"max_views ({max_views}) leaves no room for {num_snippets} snippets and the whole-text view."
-        raise ValueError(msg)
 
 
 class ViewerTransformer(_BackboneWithoutPooler, Transformer):
@@ -747,7 +738,9 @@ def snippet_encoder_from_config(
     return MultiVectorEncoder(modules=_modules_for(config, Path(model_name_or_path), **load), device=device)
 
 
-def snippet_encoder_from_checkpoint(folder: str | Path, *, device: str | None = "cpu", **load: Any) -> MultiVectorEncoder:
+def snippet_encoder_from_checkpoint(
+    folder: str | Path, *, device: str | None = "cpu", **load: Any
+) -> MultiVectorEncoder:
     """
     An older snippet-mode checkpoint (a backbone folder with ``multi_view_config.json``) as a ``MultiVectorEncoder``
     with the same views for documents that fit the window; ``.save(...)`` writes it in today's format.

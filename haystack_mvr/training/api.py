@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -12,7 +11,7 @@ from haystack_mvr.modeling.loading import LoadOptions
 from haystack_mvr.modeling.st_encoder import open_encoder
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
 from haystack_mvr.training.data import load_training_data
-from haystack_mvr.training.examples import load_examples, text_of_passage
+from haystack_mvr.training.examples import text_of_passage
 from haystack_mvr.training.negatives import mine_negatives, write_negatives
 from haystack_mvr.training.st_training import train_st
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -45,7 +46,7 @@ def test_windows_partition_the_document_with_context(length, capacity, overlap, 
     windows = plan_windows(length, capacity, overlap, starts)
     assert windows[0].home_start == 0 and windows[-1].home_end == length
     context = min(overlap, capacity // 4)
-    for before, after in zip(windows, windows[1:], strict=False):
+    for before, after in itertools.pairwise(windows):
         assert before.home_end == after.home_start  # homes partition the tokens
     for w in windows:
         assert 0 <= w.start <= w.home_start <= w.home_end <= w.end <= length
@@ -94,7 +95,7 @@ def test_every_sentence_of_a_long_document_is_in_a_view(narrow):
     assert encoded.spans[0] is None and len(spans) == encoded.views.shape[0] - 1
     assert len(spans) > 2 * narrow.config.num_views  # far past the fixed count a paragraph gets
     assert spans[0][0] == 0 and spans[-1][1] == len(text)  # from the first character to the last
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert all(text[b[0] - 1] == " " for b in spans[1:])  # snippets are whole sentences
     assert np.isfinite(encoded.views).all()
 
@@ -122,7 +123,7 @@ def test_a_sentence_longer_than_the_window_is_cut_into_pieces_that_cover_it(narr
     encoded = narrow.encode_documents([text])[0]
     spans = [s for s in encoded.spans if s is not None]
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert len(spans) >= 4
 
 
@@ -181,7 +182,9 @@ def test_viewer_modes_say_what_they_cut(tiny_backbone, mode, caplog):
     reports = [r.getMessage() for r in caplog.records if "were cut" in r.getMessage()]
     assert len(reports) == 1 and "2 of 3 documents were cut" in reports[0]
     assert enc.identity("m")["on_truncation"] == "warn"
-    strict = MultiViewEncoder.from_pretrained(tiny_backbone, mode=mode, num_views=3, doc_max_length=24, on_truncation="raise")
+    strict = MultiViewEncoder.from_pretrained(
+        tiny_backbone, mode=mode, num_views=3, doc_max_length=24, on_truncation="raise"
+    )
     with pytest.raises(ValueError, match="on_truncation='raise'"):
         strict.encode_documents(["Short one.", sentences(20)])
     assert strict.encode_documents(["Short one."])[0].views.shape[0] == 3

@@ -7,8 +7,8 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 from haystack_mvr.modeling.loading import pooling_mode, sentence_transformers_defaults
+from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 from haystack_mvr.views import document_views
 
 TEXTS = ["Warsaw is the capital of Poland. It lies on the Vistula.", "Short one."]

@@ -17,7 +17,6 @@ from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.hf import deserialize_hf_model_kwargs, serialize_hf_model_kwargs
 
 from haystack_mvr.modeling import MultiViewEncoder
-from haystack_mvr.modeling.config import CONFIG_NAME
 from haystack_mvr.modeling.loading import LoadOptions
 
 if TYPE_CHECKING:
@@ -36,11 +35,6 @@ LOADING_PARAMETERS = (
     "tokenizer_kwargs",
     "config_kwargs",
 )
-
-
-def is_multi_view_checkpoint(model: str | Path) -> bool:
-    """True for a directory written by ``MultiViewEncoder.save_pretrained`` (or ``haystack-mvr train``)."""
-    return (Path(model) / CONFIG_NAME).is_file()
 
 
 def loading_parameters(
