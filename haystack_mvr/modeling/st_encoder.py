@@ -218,26 +218,33 @@ class MultiVectorEncoderAdapter:
         self, texts: list[str], transformer: SnippetTransformer, batch_size: int, progress_bar: bool
     ) -> list[dict[str, Any]]:
         """
-        Snippet mode: documents grouped so that a group holds about ``batch_size`` windows (estimated from their
-        length in characters), so a batch of long documents holds no more token states than ``batch_size``
-        paragraphs would. Documents that fit one window go through in ``batch_size`` batches, as before.
+        Snippet mode. Documents estimated (from their length in characters) to fit one window go through in
+        ``batch_size`` batches, as sentence-transformers batches them; longer ones in groups of about ``batch_size``
+        windows, so a batch of long documents holds no more token states than ``batch_size`` paragraphs would. The
+        estimate only decides the batching: the views are the same either way.
         """
         window_chars = CHARS_PER_TOKEN * transformer.document_max_length()
         windows = [max(1, -(-len(t) // window_chars)) for t in texts]
-        if max(windows) == 1:
+        short = [i for i, w in enumerate(windows) if w == 1]
+        if len(short) == len(texts):
             return self.model.encode_document(
                 texts, batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
             )
-        order = sorted(range(len(texts)), key=lambda i: -windows[i])
+        out: list[dict[str, Any] | None] = [None] * len(texts)
+        if short:
+            items = self.model.encode_document(
+                [texts[i] for i in short], batch_size=batch_size, show_progress_bar=False, output_value=None
+            )
+            for i, item in zip(short, items, strict=True):
+                out[i] = item
         groups, current, load = [], [], 0
-        for i in order:
+        for i in sorted((i for i, w in enumerate(windows) if w > 1), key=lambda i: -windows[i]):
             if current and load + windows[i] > batch_size:
                 groups.append(current)
                 current, load = [], 0
             current.append(i)
             load += windows[i]
         groups.append(current)
-        out: list[dict[str, Any] | None] = [None] * len(texts)
         for group in tqdm(groups, desc="Encoding documents", disable=not progress_bar, unit="batch"):
             items = self.model.encode_document(
                 [texts[i] for i in group], batch_size=len(group), show_progress_bar=False, output_value=None
