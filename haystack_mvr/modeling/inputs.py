@@ -1,7 +1,8 @@
-"""Turn texts into backbone inputs plus, for every view, pooling weights over the tokens.
+"""The viewer modes' inputs (MVR, CAMVR): texts -> backbone inputs plus, for every view, pooling weights.
 
-Every view (and every query vector) is a weighted sum of last-layer token states: a one-hot weight on a
-viewer token (MVR, CAMVR) or a uniform weight over a snippet's tokens (snippet mode). One code path pools all.
+Every view (and every query vector) is a weighted sum of last-layer token states, a one-hot weight on its viewer
+token. Also the pooling weights of sentence-transformers' poolings (:func:`pooling_weights`), which snippet mode uses,
+and the viewer tokens' registration (:func:`add_viewer_tokens`).
 """
 
 from __future__ import annotations
@@ -81,23 +82,22 @@ def pooling_weights(n: int, pooling: str = "mean") -> Tensor:
 def _assemble(
     ids: list[list[int]],
     positions: list[list[int]] | None,
-    weights: list[list[tuple[int, int, int] | tuple[int, int, int, str]]],
+    weights: list[list[tuple[int, int, int]]],
     num_views: int,
     pad_id: int,
     spans: list[list[Span | None]],
 ) -> EncoderInputs:
     """
-    ``weights[b]`` lists, per view, the token range ``[start, end)`` pooled, the view index and optionally how it
-    pools (:func:`pooling_weights`; the mean when left out).
+    ``weights[b]`` lists, per view, the token range ``[start, end)`` it averages and the view index.
     """
     input_ids = _pad(ids, pad_id)
     attention = _pad([[1] * len(r) for r in ids], 0)
     pooling = torch.zeros(len(ids), num_views, input_ids.shape[1])
     view_mask = torch.zeros(len(ids), num_views, dtype=torch.bool)
     for b, item in enumerate(weights):
-        for start, end, view, *how in item:
+        for start, end, view in item:
             if end > start:
-                pooling[b, view, start:end] = pooling_weights(end - start, *how)
+                pooling[b, view, start:end] = pooling_weights(end - start)
                 view_mask[b, view] = True
     inputs = {"input_ids": input_ids, "attention_mask": attention}
     if positions is not None:

@@ -35,16 +35,6 @@ def doc(i, views, spans=None, **meta) -> Document:
     return attach_views(Document(id=f"d{i}", content=CONTENT, meta=meta), np.asarray(views, dtype=np.float32), spans)
 
 
-@pytest.fixture(params=["memory", "path"])
-def store(request, tmp_path):
-    if request.param == "memory":
-        s = QdrantMultiViewDocumentStore(location=":memory:")
-    else:
-        s = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"))
-    yield s
-    s.close()
-
-
 def random_docs(n, dim, rng, max_views=6):
     docs = []
     for i in range(n):

@@ -40,16 +40,6 @@ def long_document(doc_id: str, n_views: int, rng: np.random.Generator) -> Docume
     return attach_views(Document(id=doc_id, content=content), views, spans)
 
 
-@pytest.fixture(params=["memory", "path"])
-def store(request, tmp_path):
-    if request.param == "memory":
-        s = QdrantMultiViewDocumentStore(location=":memory:")
-    else:
-        s = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"))
-    yield s
-    s.close()
-
-
 def test_documents_with_hundreds_of_views_are_found_by_their_matched_view(store):
     rng = np.random.default_rng(0)
     big = [long_document(f"long{i}", 500, rng) for i in range(3)]
