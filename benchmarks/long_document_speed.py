@@ -55,13 +55,14 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def long_document_rounds(model: str, pages: list[str], rounds: int, batch_size: int) -> dict:
+def long_document_rounds(model: str, pages: list[str], rounds: int, batch_size: int, overlap: int | None) -> dict:
     """Snippet-mode windowed encoding vs SentenceTransformer.encode over the same tokens, alternating."""
     from sentence_transformers import SentenceTransformer
 
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-    ours = MultiVectorEncoderAdapter.snippet(model, device="cpu").eval()
+    options = {} if overlap is None else {"window_overlap": overlap}
+    ours = MultiVectorEncoderAdapter.snippet(model, device="cpu", **options).eval()
     st = SentenceTransformer(model, device="cpu")
     tokenizer = st.tokenizer
     window = ours.config.doc_max_length - 2
@@ -160,6 +161,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--before", default=None, help="A commit to compare paragraph encoding against.")
+    parser.add_argument("--window-overlap", type=int, default=None, help="Default: snippet mode's own.")
+    parser.add_argument("--output-name", default="long_document_speed", help="Results file name, without suffix.")
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
     pin_threads(args.threads)
@@ -181,7 +184,9 @@ def main() -> None:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     print(f"long documents: {len(page_texts)} pages", flush=True)
-    result["long_documents"] = long_document_rounds(model, page_texts, args.rounds, args.batch_size)
+    result["long_documents"] = long_document_rounds(
+        model, page_texts, args.rounds, args.batch_size, args.window_overlap
+    )
     print(json.dumps(result["long_documents"]["throughput_ratio"]), flush=True)
     if args.before:
         texts = [f"{p.title}\n{p.text}" for p in passages[: args.paragraphs]]
@@ -189,8 +194,8 @@ def main() -> None:
         result["paragraphs"] = paragraph_rounds(model, texts, args.rounds, args.threads, args.before)
         print(json.dumps(result["paragraphs"]["time_ratio_today_over_before"]), flush=True)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "long_document_speed.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (args.output_dir / "long_document_speed.md").write_text(markdown(result), encoding="utf-8")
+    (args.output_dir / f"{args.output_name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (args.output_dir / f"{args.output_name}.md").write_text(markdown(result), encoding="utf-8")
     print(markdown(result))
 
 
