@@ -330,31 +330,13 @@ def bm25_system(pages: Sequence[Page], top_k: int):
 
 
 def single_vector_system(pages: Sequence[Page], model: str, batch_size: int, top_k: int):
-    from haystack import Pipeline
-    from haystack.components.retrievers import InMemoryEmbeddingRetriever
-    from haystack.components.writers import DocumentWriter
-    from haystack.document_stores.in_memory import InMemoryDocumentStore
-    from haystack_integrations.components.embedders.sentence_transformers import (
-        SentenceTransformersDocumentEmbedder,
-        SentenceTransformersTextEmbedder,
-    )
+    from quality import st_single_vector_pipelines
 
-    store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
-    indexing = Pipeline()
-    indexing.add_component(
-        "embedder",
-        SentenceTransformersDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size),
-    )
-    indexing.add_component("writer", DocumentWriter(document_store=store))
-    indexing.connect("embedder.documents", "writer.documents")
+    indexing, query = st_single_vector_pipelines(model, batch_size, top_k)
     result, seconds = timed_index(indexing, {"embedder": {"documents": documents(pages)}}, {"embedder"})
     embedded = result["embedder"]["documents"]
     dim = len(embedded[0].embedding)
     window = indexing.get_component("embedder").embedding_backend.model.max_seq_length
-    query = Pipeline()
-    query.add_component("embedder", SentenceTransformersTextEmbedder(model=model, progress_bar=False))
-    query.add_component("retriever", InMemoryEmbeddingRetriever(document_store=store, top_k=top_k))
-    query.connect("embedder.embedding", "retriever.query_embedding")
     info = {"encode_seconds": seconds, "views": [1] * len(pages), "dim": dim, "max_seq_length": window}
     return query, (lambda q: {"embedder": {"text": q}}), "retriever", info
 
@@ -647,7 +629,7 @@ def parse_kwarg(spec: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
-def main() -> None:  # noqa: PLR0912, PLR0915
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=sorted(TIERS), default="pages")
     parser.add_argument(

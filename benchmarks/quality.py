@@ -74,7 +74,11 @@ def bm25_system(docs: list[Document]):
     return query, (lambda q: {"retriever": {"query": q}}), 0.0
 
 
-def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
+def st_single_vector_pipelines(model: str, batch_size: int, top_k: int) -> tuple[Pipeline, Pipeline]:
+    """
+    The single-vector baseline as users build it (sentence-transformers-haystack, title embedded, one vector per
+    document, exact dot product in Haystack's in-memory store): ``(indexing, query)`` over one store.
+    """
     from haystack_integrations.components.embedders.sentence_transformers import (
         SentenceTransformersDocumentEmbedder,
         SentenceTransformersTextEmbedder,
@@ -88,11 +92,16 @@ def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
-    seconds = index(indexing, "embedder", docs)
     query = Pipeline()
     query.add_component("embedder", SentenceTransformersTextEmbedder(model=model, progress_bar=False))
-    query.add_component("retriever", InMemoryEmbeddingRetriever(document_store=store, top_k=TOP_K))
+    query.add_component("retriever", InMemoryEmbeddingRetriever(document_store=store, top_k=top_k))
     query.connect("embedder.embedding", "retriever.query_embedding")
+    return indexing, query
+
+
+def st_single_vector_system(docs: list[Document], model: str, batch_size: int):
+    indexing, query = st_single_vector_pipelines(model, batch_size, TOP_K)
+    seconds = index(indexing, "embedder", docs)
     return query, (lambda q: {"embedder": {"text": q}}), seconds
 
 
