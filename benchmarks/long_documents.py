@@ -92,6 +92,11 @@ DATA_DIR = BENCHMARKS.parents[1] / "shared" / "data"  # = default_data_dir() of 
 MIN_TOKENS, MAX_TOKENS = 1_000, 2_000
 SEPARATOR = "\n\n"
 WIKI_PREFIX = "wiki"
+QUESTION_SOURCES = {
+    "dev": "squad-mv train.jsonl, dev split by article ({dev})",
+    "tune": "squad-mv train.jsonl, training articles (not {dev}): {n} questions spread evenly; settings are chosen "
+    "here, never on dev",
+}
 TOP_K = 100  # pages per query from every page-level retriever (and each side of the hybrid)
 HYBRID_WEIGHTS = [0.4, 0.6]  # BM25, dense: picked on training questions (results/hybrid_weights.md)
 COLUMNS = [
@@ -341,7 +346,9 @@ def single_vector_system(pages: Sequence[Page], model: str, batch_size: int, top
     return query, (lambda q: {"embedder": {"text": q}}), "retriever", info
 
 
-def multi_view_index(pages: Sequence[Page], model: str, batch_size: int, encoder_kwargs: dict[str, Any]):
+def multi_view_index(
+    pages: Sequence[Page], model: str, batch_size: int, encoder_kwargs: dict[str, Any], index_factory: str = "Flat"
+):
     from haystack import Pipeline
     from haystack.components.writers import DocumentWriter
 
@@ -349,7 +356,8 @@ def multi_view_index(pages: Sequence[Page], model: str, batch_size: int, encoder
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.views import ENCODER_KEY, document_views
 
-    store = FaissMultiViewDocumentStore(index_factory="Flat")
+    lossy = index_factory != "Flat"  # a quantized index: the store keeps no float32 copy beside it
+    store = FaissMultiViewDocumentStore(index_factory=index_factory, keep_vectors=False if lossy else None)
     indexing = Pipeline()
     indexing.add_component(
         "embedder",
@@ -366,10 +374,81 @@ def multi_view_index(pages: Sequence[Page], model: str, batch_size: int, encoder
         "encode_seconds": seconds,
         "views": [len(v) for v in views],
         "dim": int(views[0].shape[1]),
+        "bytes_per_view": code_size(index_factory, int(views[0].shape[1])),
         "encoder": embedded[0].meta.get(ENCODER_KEY),
     }
     del result, embedded, views
     return store, info
+
+
+def cached_multi_view_index(cache: Path | None, key: dict[str, Any], pages: Sequence[Page], *args, **kwargs):
+    """
+    ``multi_view_index``, saved under ``cache`` by a hash of ``key`` (tier, model, encoder settings, index, code
+    commit) and reopened from there on the next run with the same key: re-running queries costs no re-encoding.
+    The row's encode_seconds are those of the run that encoded.
+    """
+    import hashlib
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    if cache is None:
+        return multi_view_index(pages, *args, **kwargs)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    folder = cache / f"long_documents-{digest}"
+    info_path = folder / "info.json"
+    if info_path.exists():
+        print(f"multi-view: reopening the index saved in {folder}", flush=True)
+        store = FaissMultiViewDocumentStore(index_path=str(folder / "store"))
+        return store, json.loads(info_path.read_text(encoding="utf-8"))
+    store, info = multi_view_index(pages, *args, **kwargs)
+    store.save(folder / "store")
+    info_path.write_text(json.dumps({**info, "key": key}), encoding="utf-8")
+    return store, info
+
+
+def code_size(index_factory: str, dim: int) -> int:
+    """Bytes one vector takes in a FAISS index built by ``index_factory`` (float32 Flat: ``4 * dim``)."""
+    import faiss
+
+    return int(faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT).sa_code_size())
+
+
+def hybrid_sweep(extras, questions: Sequence[Question], ranked, weights: Sequence[float]) -> dict[str, Any]:
+    """
+    Convex fusion of the hybrid run's own BM25 and multi-view candidates, recomputed for BM25 weights 0.1 ... 0.9.
+
+    Mirrors ``add_fusion_joiner(fusion="convex")``: each side's scores min-max normalised, a page's score the
+    weighted sum over the sides that returned it, ties in the order the joiner keeps. Checked against the
+    pipeline's own ranking at ``weights``.
+    """
+
+    def normalised(docs) -> dict[str, float]:
+        scores = [d.score for d in docs]
+        low, high = min(scores, default=0.0), max(scores, default=0.0)
+        return {d.id: (d.score - low) / (high - low) if high > low else 1.0 for d in docs}
+
+    def fuse(extra, w_bm25: float) -> list[str]:
+        fused: dict[str, float] = {}
+        for side, w in (("bm25", w_bm25), ("dense", 1.0 - w_bm25)):
+            for doc_id, score in normalised(extra[side]).items():
+                fused[doc_id] = fused.get(doc_id, 0.0) + w * score
+        return sorted(fused, key=lambda i: -fused[i])
+
+    agree = sum(bool(r) and fuse(e, weights[0])[0] == r[0].id for r, e in zip(ranked, extras, strict=True))
+    by_weight = {}
+    for w in [round(0.1 * i, 1) for i in range(1, 10)]:
+        lists = [fuse(e, w) for e in extras]
+        by_weight[str(w)] = {
+            f"page_R@{k}": round(
+                100 * statistics.fmean(q.positive_id in ids[:k] for q, ids in zip(questions, lists, strict=True)), 1
+            )
+            for k in (1, 5)
+        }
+    return {
+        "by_bm25_weight": by_weight,
+        "top1_agreement_with_pipeline": round(agree / max(len(ranked), 1), 4),
+        "candidates_per_side": "the run's top_k",
+    }
 
 
 def multi_view_query(store, model: str, encoder_kwargs: dict[str, Any], top_k: int):
@@ -385,7 +464,7 @@ def multi_view_query(store, model: str, encoder_kwargs: dict[str, Any], top_k: i
     return query, (lambda q: {"embedder": {"text": q}}), "retriever"
 
 
-def hybrid_query(bm25_query, store, model: str, encoder_kwargs: dict[str, Any], top_k: int):
+def hybrid_query(bm25_query, store, model: str, encoder_kwargs: dict[str, Any], top_k: int, weights: Sequence[float]):
     from haystack import Pipeline
     from haystack.components.retrievers import InMemoryBM25Retriever
 
@@ -398,7 +477,7 @@ def hybrid_query(bm25_query, store, model: str, encoder_kwargs: dict[str, Any], 
     query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=top_k))
     query.add_component("embedder", MultiViewTextEmbedder(model=model, encoder_kwargs=encoder_kwargs or None))
     query.add_component("dense", MultiViewRetriever(document_store=store, top_k=top_k))
-    add_fusion_joiner(query, ["bm25", "dense"], fusion="convex", weights=HYBRID_WEIGHTS, top_k=top_k)
+    add_fusion_joiner(query, ["bm25", "dense"], fusion="convex", weights=list(weights), top_k=top_k)
     query.connect("embedder.embedding", "dense.query_embedding")
     return query, (lambda q: {"bm25": {"query": q}, "embedder": {"text": q}}), "joiner"
 
@@ -584,7 +663,7 @@ def measure(
     if views:
         row["views_per_page"] = round(statistics.fmean(views), 2)
         row["views_per_page_max"] = max(views)
-        row["vector_bytes_per_page"] = round(statistics.fmean(views) * info["dim"] * 4, 1)
+        row["vector_bytes_per_page"] = round(statistics.fmean(views) * info.get("bytes_per_view", info["dim"] * 4), 1)
     else:
         row["vector_bytes_per_page"] = 0.0
     enc = info["encode_seconds"]
@@ -671,6 +750,39 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=TOP_K, help="Pages per query (each side of the hybrid too).")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="torch, FAISS, OpenMP and BLAS threads.")
+    parser.add_argument(
+        "--questions",
+        default="dev",
+        help="Comma-separated question sets, answered over one index: 'dev' (the dev split's articles: the numbers "
+        "we report) and 'tune' (--tune-questions questions of the training articles, spread evenly: where settings "
+        "are chosen). Each set writes its own results file (tune: long_documents.<tier>.tune.*).",
+    )
+    parser.add_argument("--tune-questions", type=int, default=1500, help="How many training-article questions.")
+    parser.add_argument(
+        "--index-factory",
+        default="Flat",
+        help="multi-view / hybrid: the FAISS store's index_factory (e.g. SQ8 or SQfp16: vector bytes per view shrink "
+        "to the index's code size; the store then keeps no float32 copy).",
+    )
+    parser.add_argument(
+        "--index-cache",
+        type=Path,
+        default=None,
+        help="multi-view / hybrid: save the encoded store here and reopen it on a later run with the same tier, "
+        "model, encoder settings, index and code commit (e.g. /tmp/mvr-index-cache).",
+    )
+    parser.add_argument(
+        "--hybrid-bm25-weight",
+        type=float,
+        default=HYBRID_WEIGHTS[0],
+        help=f"hybrid: BM25's convex weight (the dense side gets 1 - it; default {HYBRID_WEIGHTS[0]}).",
+    )
+    parser.add_argument(
+        "--hybrid-sweep",
+        action="store_true",
+        help="hybrid: also fuse the same BM25 and multi-view candidates offline for BM25 weights 0.1 ... 0.9 "
+        "(min-max convex, as add_fusion_joiner) and write the page_R@1/R@5 of each (the 'hybrid_sweep' entry).",
+    )
     parser.add_argument("--max-questions", type=int, default=None, help="Smoke runs: questions spread evenly.")
     parser.add_argument("--max-pages", type=int, default=None, help="Smoke runs: the gold pages, then others.")
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
@@ -698,8 +810,11 @@ def main() -> None:
             labels["multi-view"] = spec
         else:
             parser.error("a bare --label needs one system (or multi-view among them); use SYSTEM=LABEL")
+    if not 0.0 <= args.hybrid_bm25_weight <= 1.0:
+        parser.error(f"--hybrid-bm25-weight must lie in [0, 1], got {args.hybrid_bm25_weight}")
+    hybrid_weights = [args.hybrid_bm25_weight, round(1.0 - args.hybrid_bm25_weight, 6)]
     if "hybrid" in systems and not any(s.startswith("hybrid=") for s in args.label):
-        bm25_weight, dense_weight = HYBRID_WEIGHTS
+        bm25_weight, dense_weight = hybrid_weights
         labels["hybrid"] = f"hybrid, convex (BM25 {bm25_weight} / dense {dense_weight}): BM25 + {labels['multi-view']}"
 
     import faiss
@@ -715,33 +830,45 @@ def main() -> None:
     passages = load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")
     wiki = read_wiki(args.data_dir, TIERS[args.tier]) if TIERS[args.tier] else []
     pages = build_pages(passages, wiki, count)
-    dev = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))[1]
-    questions = map_questions(dev, pages)
-    full_stats = page_statistics(pages, questions)
-    pages, questions = subset(pages, questions, args.max_questions, args.max_pages)
-    stats = page_statistics(pages, questions)
-    smoke = len(pages) < full_stats["pages"] or len(questions) < full_stats["questions"]
-    print(
-        f"{stats['pages']} pages ({stats['squad_pages']} squad-mv), tokens min/median/max "
-        f"{stats['tokens_min']}/{stats['tokens_median']}/{stats['tokens_max']}, {stats['questions']} questions on "
-        f"{stats['gold_pages']} gold pages ({time.perf_counter() - start_all:.0f} s)",
-        flush=True,
+    train, dev = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))
+    spread = [train[i * len(train) // args.tune_questions] for i in range(min(args.tune_questions, len(train)))]
+    available = {"dev": dev, "tune": spread}
+    wanted = [x.strip() for x in args.questions.split(",") if x.strip()]
+    if not wanted or set(wanted) - set(available):
+        parser.error(f"--questions takes a comma-separated subset of {sorted(available)}, got {args.questions!r}")
+    mapped = {name: map_questions(available[name], pages) for name in wanted}
+    full_stats = {name: page_statistics(pages, qs) for name, qs in mapped.items()}
+    pages, kept = subset(pages, [q for qs in mapped.values() for q in qs], args.max_questions, args.max_pages)
+    kept_ids = {q.id for q in kept}
+    question_sets = {name: [q for q in qs if q.id in kept_ids] for name, qs in mapped.items()}
+    stats = {name: page_statistics(pages, qs) for name, qs in question_sets.items()}
+    smoke = any(
+        len(pages) < full_stats[n]["pages"] or len(qs) < full_stats[n]["questions"] for n, qs in question_sets.items()
     )
+    for name, st in stats.items():
+        print(
+            f"{st['pages']} pages ({st['squad_pages']} squad-mv), tokens min/median/max "
+            f"{st['tokens_min']}/{st['tokens_median']}/{st['tokens_max']}; {name}: {st['questions']} questions on "
+            f"{st['gold_pages']} gold pages ({time.perf_counter() - start_all:.0f} s)",
+            flush=True,
+        )
     page_text = {p.id: p.text for p in pages}
-    page_tokens = stats["tokens_total"]
+    page_tokens = next(iter(stats.values()))["tokens_total"]
 
     from quality import machine_label
 
     machine = machine_label()
-    results: dict[str, dict[str, Any]] = {}
-    settings: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in question_sets}
+    settings: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in question_sets}
+    sweeps: dict[str, dict[str, Any]] = {}
     common = {"model": model, "top_k": args.top_k, "threads": args.threads, "machine": machine, **code_version()}
 
-    def record(system: str, ranked, snippets, seconds, info, extra_settings: dict[str, Any]) -> None:
+    def record(qset: str, system: str, ranked, snippets, seconds, info, extra_settings: dict[str, Any]) -> None:
         name = labels[system]
-        results[name] = measure(ranked, snippets, questions, seconds, info, page_tokens, len(pages))
-        settings[name] = {"system": system, **common, **extra_settings}
-        print(markdown(results, [name]), flush=True)
+        qs = question_sets[qset]
+        results[qset][name] = measure(ranked, snippets, qs, seconds, info, page_tokens, len(pages))
+        settings[qset][name] = {"system": system, **common, **extra_settings}
+        print(f"[{qset}]\n" + markdown(results[qset], [name]), flush=True)
 
     def whole_page(ranked) -> list[str | None]:
         return [page_text[r[0].id] if r else None for r in ranked]
@@ -752,13 +879,16 @@ def main() -> None:
         bm25 = bm25_system(pages, args.top_k)
         if "bm25" in systems:
             query, inputs, output, info = bm25
-            ranked, _, seconds = run_queries(query, inputs, output, questions, "bm25")
-            record("bm25", ranked, whole_page(ranked), seconds, info, {"model": "bm25 (InMemoryBM25Retriever)"})
+            for qset, qs in question_sets.items():
+                ranked, _, seconds = run_queries(query, inputs, output, qs, f"bm25 [{qset}]")
+                bm25_settings = {"model": "bm25 (InMemoryBM25Retriever)"}
+                record(qset, "bm25", ranked, whole_page(ranked), seconds, info, bm25_settings)
     if "single-vector" in systems:
         print("single-vector: encoding ...", flush=True)
         query, inputs, output, info = single_vector_system(pages, model, args.batch_size, args.top_k)
-        ranked, _, seconds = run_queries(query, inputs, output, questions, "single-vector")
-        record("single-vector", ranked, whole_page(ranked), seconds, info, {"batch_size": args.batch_size})
+        for qset, qs in question_sets.items():
+            ranked, _, seconds = run_queries(query, inputs, output, qs, f"single-vector [{qset}]")
+            record(qset, "single-vector", ranked, whole_page(ranked), seconds, info, {"batch_size": args.batch_size})
         del query
     if "chunks" in systems:
         print("chunks: splitting and encoding ...", flush=True)
@@ -772,8 +902,6 @@ def main() -> None:
             args.split_overlap,
             args.split_rules,
         )
-        ranked, _, seconds = run_queries(query, inputs, output, questions, "chunks")
-        snippets = [r[0].meta["matched_text"] if r else None for r in ranked]
         splitter = {
             "split_by": "sentence",
             "split_length": args.split_length,
@@ -783,14 +911,35 @@ def main() -> None:
             "sentence_splitter": info["sentence_splitter"],
             "batch_size": args.batch_size,
         }
-        record("chunks", ranked, snippets, seconds, info, splitter)
+        for qset, qs in question_sets.items():
+            ranked, _, seconds = run_queries(query, inputs, output, qs, f"chunks [{qset}]")
+            snippets = [r[0].meta["matched_text"] if r else None for r in ranked]
+            record(qset, "chunks", ranked, snippets, seconds, info, splitter)
         del query
     if "multi-view" in systems or "hybrid" in systems:
         from haystack_mvr.views import MATCHED_TEXT_KEY
 
-        print(f"multi-view: encoding (encoder_kwargs {encoder_kwargs}) ...", flush=True)
-        store, info = multi_view_index(pages, model, args.batch_size, encoder_kwargs)
-        mv_settings = {"encoder_kwargs": encoder_kwargs, "encoder": info.pop("encoder"), "batch_size": args.batch_size}
+        print(f"multi-view: encoding (encoder_kwargs {encoder_kwargs}, {args.index_factory}) ...", flush=True)
+        cache_key = {
+            "tier": args.tier,
+            "pages": [p.id for p in pages],
+            "model": model,
+            "encoder_kwargs": encoder_kwargs,
+            "index_factory": args.index_factory,
+            "batch_size": args.batch_size,
+            **code_version(),
+        }
+        store, info = cached_multi_view_index(
+            args.index_cache, cache_key, pages, model, args.batch_size, encoder_kwargs, args.index_factory
+        )
+        info.pop("key", None)
+        mv_settings = {
+            "encoder_kwargs": encoder_kwargs,
+            "encoder": info.pop("encoder"),
+            "batch_size": args.batch_size,
+            "index_factory": args.index_factory,
+            "vector_bytes_per_view": info["bytes_per_view"],
+        }
 
         def matched(doc) -> str | None:
             text = doc.meta.get(MATCHED_TEXT_KEY)
@@ -798,19 +947,32 @@ def main() -> None:
 
         if "multi-view" in systems:
             query, inputs, output = multi_view_query(store, model, encoder_kwargs, args.top_k)
-            ranked, _, seconds = run_queries(query, inputs, output, questions, "multi-view")
-            record("multi-view", ranked, [matched(r[0]) if r else None for r in ranked], seconds, info, mv_settings)
+            for qset, qs in question_sets.items():
+                ranked, _, seconds = run_queries(query, inputs, output, qs, f"multi-view [{qset}]")
+                snippets = [matched(r[0]) if r else None for r in ranked]
+                record(qset, "multi-view", ranked, snippets, seconds, info, mv_settings)
         if "hybrid" in systems:
-            query, inputs, output = hybrid_query(bm25[0], store, model, encoder_kwargs, args.top_k)
-            ranked, extras, seconds = run_queries(query, inputs, output, questions, "hybrid", extra=["dense"])
-            snippets = []
-            for r, extra in zip(ranked, extras, strict=True):
-                dense = {d.id: d for d in extra["dense"]}
-                snippets.append(None if not r else matched(dense[r[0].id]) if r[0].id in dense else page_text[r[0].id])
-            hybrid_settings = {**mv_settings, "fusion": "convex (min-max)", "weights_bm25_dense": HYBRID_WEIGHTS}
-            record("hybrid", ranked, snippets, seconds, info, hybrid_settings)
+            query, inputs, output = hybrid_query(bm25[0], store, model, encoder_kwargs, args.top_k, hybrid_weights)
+            for qset, qs in question_sets.items():
+                ranked, extras, seconds = run_queries(
+                    query, inputs, output, qs, f"hybrid [{qset}]", extra=["bm25", "dense"]
+                )
+                snippets = []
+                for r, extra in zip(ranked, extras, strict=True):
+                    dense = {d.id: d for d in extra["dense"]}
+                    top = r[0] if r else None
+                    snippets.append(
+                        None if top is None else matched(dense[top.id]) if top.id in dense else page_text[top.id]
+                    )
+                hybrid_settings = {**mv_settings, "fusion": "convex (min-max)", "weights_bm25_dense": hybrid_weights}
+                record(qset, "hybrid", ranked, snippets, seconds, info, hybrid_settings)
+                if args.hybrid_sweep:
+                    sweep = hybrid_sweep(extras, qs, ranked, hybrid_weights)
+                    sweeps[qset] = {labels["hybrid"]: sweep}
+                    print(f"[{qset}] hybrid sweep (BM25 weight: page R@1 / R@5): {sweep['by_bm25_weight']}")
 
-    write_results(args, stats, full_stats, smoke, results, settings)
+    for qset in question_sets:
+        write_results(args, qset, stats[qset], full_stats[qset], smoke, results[qset], settings[qset], sweeps.get(qset))
     print(f"done in {time.perf_counter() - start_all:.0f} s", flush=True)
 
 
@@ -835,9 +997,10 @@ def markdown(results: dict[str, dict[str, Any]], names: Sequence[str] | None = N
     return table.replace("| query_ms_median |", "| query ms (median) |")
 
 
-def write_results(args, stats, full_stats, smoke: bool, results, settings) -> None:
+def write_results(args, qset: str, stats, full_stats, smoke: bool, results, settings, sweep=None) -> None:
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / (f"long_documents.{args.tier}" + (".smoke" if smoke else ""))
+    name = f"long_documents.{args.tier}" + ("" if qset == "dev" else f".{qset}") + (".smoke" if smoke else "")
+    stem = args.output_dir / name
     json_path, md_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
     build = {
         "min_tokens": MIN_TOKENS,
@@ -854,30 +1017,46 @@ def write_results(args, stats, full_stats, smoke: bool, results, settings) -> No
             raise SystemExit(f"{json_path} holds other pages or questions; run without --update")
         results = {**previous["systems"], **results}
         settings = {**previous["settings"], **settings}
+        sweep = {**previous.get("hybrid_sweeps", {}), **(sweep or {})}
     payload = {
         "tier": args.tier,
         "page_building": build,
         "page_statistics": stats,
         "full_tier_statistics": full_stats,
-        "question_source": f"squad-mv train.jsonl, dev split by article ({', '.join(DEV_ARTICLES)})",
+        "question_source": QUESTION_SOURCES[qset].format(dev=", ".join(DEV_ARTICLES), n=args.tune_questions),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "metrics_are": "@k metrics and answer_in_snippet@1 are fractions (percentages in the markdown table); "
         "vector bytes are float32 views (or chunks) x dim x 4; tokens_per_s over the pages' MiniLM tokens",
         "systems": results,
         "settings": settings,
     }
+    if sweep:
+        payload["hybrid_sweeps"] = sweep
     json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     s = stats
     machines = sorted({v["machine"] for v in settings.values()})
     md = (
-        f"# Long documents, {args.tier}: {s['pages']} pages ({s['squad_pages']} squad-mv), {s['questions']} dev "
-        f"questions\n\n"
+        f"# Long documents, {args.tier}: {s['pages']} pages ({s['squad_pages']} squad-mv), {s['questions']} "
+        f"{'dev' if qset == 'dev' else qset + ' (training-article)'} questions\n\n"
         f"Pages of {s['tokens_min']}-{s['tokens_max']} MiniLM tokens (median {s['tokens_median']}, "
         f"{s['paragraphs_per_page_mean']} paragraphs per page); gold = the page holding the question's paragraph. "
         f"answer_in_snippet@1: the answer string lies in the top page's matched snippet (the whole page for BM25 "
         f"and the single vector); snippet_chars: its mean length. Built by `benchmarks/long_documents.py`; "
         f"settings per row in the JSON. Machines: {'; '.join(machines)}.\n\n{markdown(results)}"
     )
+    for label, one in (sweep or {}).items():
+        lines = [
+            "",
+            f"## Hybrid weights for '{label}', recomputed from its own BM25 and multi-view candidates",
+            "",
+            f"Top-1 agreement of the offline fusion with the pipeline: {one['top1_agreement_with_pipeline']:.4f}.",
+            "",
+            "| BM25 weight | " + " | ".join(one["by_bm25_weight"]) + " |",
+            "|---|" + "---:|" * len(one["by_bm25_weight"]),
+        ]
+        for k in ("page_R@1", "page_R@5"):
+            lines.append(f"| {k} | " + " | ".join(str(m[k]) for m in one["by_bm25_weight"].values()) + " |")
+        md += "\n".join(lines) + "\n"
     md_path.write_text(md, encoding="utf-8")
     print(f"\n{markdown(results)}\nwrote {json_path} and {md_path.name}", flush=True)
 

@@ -136,3 +136,45 @@ def test_real_slice_pages_and_question_mapping():
     assert list(itertools.chain.from_iterable(p.unit_ids for p in squad_pages)) == [
         u.id for g in squad_groups for u in g
     ]
+
+
+def test_hybrid_sweep_fuses_like_the_pipelines_joiner():
+    """The offline weight sweep ranks pages exactly as ``add_fusion_joiner(fusion="convex")`` does in a pipeline."""
+    import random
+
+    from haystack import Document, Pipeline, component
+
+    from haystack_mvr.components.joiners import add_fusion_joiner
+
+    @component
+    class Fixed:
+        @component.output_types(documents=list[Document])
+        def run(self, documents: list[Document]) -> dict[str, list[Document]]:
+            return {"documents": documents}
+
+    rng = random.Random(7)
+    weights = [0.3, 0.7]
+    pipe = Pipeline()
+    pipe.add_component("bm25", Fixed())
+    pipe.add_component("dense", Fixed())
+    add_fusion_joiner(pipe, ["bm25", "dense"], fusion="convex", weights=weights, top_k=10)
+    extras, ranked, questions = [], [], []
+    for i in range(30):
+        ids = [f"p{k}" for k in range(12)]
+        sides = {
+            side: [Document(id=d, content=d, score=rng.uniform(0, 30)) for d in rng.sample(ids, 8)]
+            for side in ("bm25", "dense")
+        }
+        out = pipe.run(
+            {
+                "bm25": {"documents": [Document(id=d.id, content=d.content, score=d.score) for d in sides["bm25"]]},
+                "dense": {"documents": [Document(id=d.id, content=d.content, score=d.score) for d in sides["dense"]]},
+            }
+        )
+        ranked.append(out["joiner"]["documents"])
+        extras.append(sides)
+        questions.append(Question(id=f"q{i}", question="?", answers=["x"], positive_id=ranked[-1][0].id, title="t"))
+    sweep = ld.hybrid_sweep(extras, questions, ranked, weights)
+    assert sweep["top1_agreement_with_pipeline"] == 1.0
+    assert sweep["by_bm25_weight"]["0.3"]["page_R@1"] == 100.0  # the gold is the pipeline's top page at 0.3
+    assert sweep["by_bm25_weight"]["0.9"]["page_R@1"] < 100.0  # other weights rank other pages first
