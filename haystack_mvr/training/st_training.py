@@ -48,6 +48,7 @@ from torch import nn
 from transformers import TrainerCallback
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
+from haystack_mvr.modeling.loading import local_model
 from haystack_mvr.training.arguments import TrainingArguments
 from haystack_mvr.training.data_collator import ANSWER_VIEW, MultiViewDataCollator
 from haystack_mvr.training.examples import load_examples
@@ -146,24 +147,27 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     """
     from haystack_mvr.modeling import st_modules
 
+    # a missing folder, or a hub id offline and not cached, fails here at once (ModelNotFoundError), never after
+    # transformers' download retries; a cached hub id loads from its snapshot folder
+    path = local_model(args.model)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    saved = is_multi_vector_folder(args.model) or (Path(args.model) / CONFIG_NAME).is_file()
+    saved = is_multi_vector_folder(path) or (Path(path) / CONFIG_NAME).is_file()
     if saved:
-        if is_multi_vector_folder(args.model):
-            model = MultiVectorEncoder(args.model, device=device, trust_remote_code=True)
+        if is_multi_vector_folder(path):
+            model = MultiVectorEncoder(path, device=device, trust_remote_code=True)
         else:
-            model = _from_multi_view_config(args.model, device)
+            model = _from_multi_view_config(path, device)
         mode, views = model_mode(model)
         for name, given, has in (("mode", args.mode, mode), ("num_views", args.num_views, views)):
             if given is not None and has is not None and given != has:
                 msg = f"{args.model} has {name} {has!r}, not {given!r}: leave {name} out."
                 raise ValueError(msg)
     elif (args.mode or "mvr") == "snippet":
-        model = st_modules.snippet_encoder(args.model, num_snippets=args.num_views or 8, device=device)
+        model = st_modules.snippet_encoder(path, num_snippets=args.num_views or 8, device=device)
     else:
         defaults = MultiViewConfig()
         model = st_modules.viewer_encoder(
-            args.model,
+            path,
             mode=args.mode or "mvr",
             views=args.num_views or defaults.num_views,
             viewer_position=defaults.viewer_position if args.viewer_position is None else args.viewer_position,

@@ -10,6 +10,7 @@ from haystack.dataclasses import GeneratedAnswer
 from haystack.utils import ComponentDevice
 
 from haystack_mvr.modeling.fusion_in_decoder import answer_with_fusion_in_decoder, format_fid_input
+from haystack_mvr.modeling.loading import READER_HINT, resolve_model
 from haystack_mvr.views import MATCHED_TEXT_KEY
 
 _CONTEXTS = ("document", "matched_view")
@@ -59,7 +60,9 @@ class FusionInDecoderReader:
         """
         Create a FusionInDecoderReader.
 
-        :param model: A seq2seq (encoder-decoder) model name or path, loaded with ``AutoModelForSeq2SeqLM``.
+        :param model: A seq2seq (encoder-decoder) model name or path, loaded with ``AutoModelForSeq2SeqLM``. A
+            missing folder, or a hub id that is not cached on an offline machine, raises ``ModelNotFoundError`` at
+            ``warm_up`` at once (no download retries).
         :param device: The device to run on; ``None`` picks the best available one.
         :param top_k: Answers to return per query (beam search when above 1).
         :param max_passages: Use at most this many documents (the first ones, in the given order).
@@ -133,8 +136,10 @@ class FusionInDecoderReader:
             return
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(self.model, **self.tokenizer_kwargs)
-        model = AutoModelForSeq2SeqLM.from_pretrained(self.model, **self.model_kwargs)
+        name, options = resolve_model(self.model, hint=READER_HINT)  # offline: ModelNotFoundError at once
+        hub = {"local_files_only": True} if options.local_files_only else {}
+        tokenizer = AutoTokenizer.from_pretrained(name, **{**self.tokenizer_kwargs, **hub})
+        model = AutoModelForSeq2SeqLM.from_pretrained(name, **{**self.model_kwargs, **hub})
         if not model.config.is_encoder_decoder:
             msg = f"{self.model} is not an encoder-decoder model; Fusion-in-Decoder needs one (T5, BART ...)."
             raise ValueError(msg)
