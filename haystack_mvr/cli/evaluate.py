@@ -22,6 +22,14 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output", type=Path, default=None, help="Write the metrics as JSON here.")
     parser.add_argument(
+        "--index-dir",
+        type=Path,
+        default=None,
+        help="Save the encoded corpus here and reuse it on later runs over the same corpus, model and settings "
+        "(keyed by the corpus bytes, the model and its files, the index factory, the sentence splitter and the "
+        "haystack-mvr version; any change encodes again). Default: encode in memory every run.",
+    )
+    parser.add_argument(
         "--diagnostics",
         action="store_true",
         help="Add the multi-view collapse diagnostics: local variation, view perplexity, per-view and answer-view "
@@ -58,29 +66,41 @@ def model_label(model: str) -> str:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """One line per everyday mistake, before any model is loaded."""
+    """One line per everyday mistake, before any model is loaded or any document encoded: the input files, the
+    optional dependencies the metrics need, and the model (a missing folder, or a hub id offline and not cached)."""
+    import importlib.util
+
     from haystack_mvr.cli.main import CommandError
+    from haystack_mvr.modeling.loading import resolve_model
 
     for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
         if not path.is_file():
             hint = " (the shared data sits beside the clone: ../shared/data/squad-mv/)" if "shared" in str(path) else ""
             msg = f"{flag} {path}: no such file{hint}."
             raise CommandError(msg)
+    if importlib.util.find_spec("ranx") is None:
+        msg = 'haystack-mvr eval needs ranx for its gold-id metrics: pip install "haystack-mvr[eval]"'
+        raise CommandError(msg)
+    if args.index_dir and args.index_dir.exists() and not args.index_dir.is_dir():
+        msg = f"--index-dir {args.index_dir}: exists and is not a folder."
+        raise CommandError(msg)
+    resolve_model(args.model)  # ModelNotFoundError naming the model and the packaged weights
+
+
+EMBEDDED_META = ["title"]
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from haystack import Document, Pipeline
-    from haystack.components.writers import DocumentWriter
+    check_inputs(args)  # before the imports below (seconds) and any encoding
+    from haystack import Pipeline
 
-    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
+    from haystack_mvr.components.embedders import MultiViewTextEmbedder
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.datasets import load_corpus, load_questions, split_by_article
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.datasets import load_questions, split_by_article
     from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
     from haystack_mvr.evaluation.report import markdown_table
     from haystack_mvr.evaluation.retrieval_metrics import DEFAULT_KS
 
-    check_inputs(args)
     questions = load_questions(args.questions)
     if args.dev_split:
         questions = split_by_article(questions)[1]
@@ -90,34 +110,67 @@ def run_eval(args: argparse.Namespace) -> int:
 
         msg = f"no questions to evaluate in {args.questions}" + (" after --dev-split" if args.dev_split else "")
         raise CommandError(msg)
-    documents = [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in load_corpus(args.corpus)]
-    store = FaissMultiViewDocumentStore(index_factory=args.index_factory)
-    indexing = Pipeline()
-    indexing.add_component(
-        "embedder",
-        MultiViewDocumentEmbedder(model=args.model, meta_fields_to_embed=["title"], batch_size=args.batch_size),
-    )
-    indexing.add_component("writer", DocumentWriter(document_store=store))
-    indexing.connect("embedder.documents", "writer.documents")
-    embedded = indexing.run({"embedder": {"documents": documents}}, include_outputs_from={"embedder"})
+    store, embedded = _index(args)
 
     querying = Pipeline()
     querying.add_component("embedder", MultiViewTextEmbedder(model=args.model))
     querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
     querying.connect("embedder.embedding", "retriever.query_embedding")
+    querying.connect("embedder.encoder", "retriever.encoder")  # a saved index refuses another query model
     ranked = run_query_pipeline(
         querying, questions, inputs=lambda q: {"embedder": {"text": q}}, output_component="retriever", progress_bar=True
     )
     metrics: dict = evaluate_ranking(ranked, ks=[k for k in DEFAULT_KS if k <= args.top_k] or [args.top_k])
     metrics = {name: value for name, value in metrics.items() if _depth(name) <= args.top_k}  # none deeper than -k
-    print(f"{len(questions)} questions, {len(documents)} documents, top {args.top_k}")
+    print(f"{len(questions)} questions, {store.count_documents()} documents, top {args.top_k}")
     print(markdown_table({args.label or model_label(args.model): metrics}))
     if args.diagnostics:
-        metrics["diagnostics"] = _diagnostics(args, embedded["embedder"]["documents"], querying, questions, ranked)
+        metrics["diagnostics"] = _diagnostics(args, embedded, querying, questions, ranked)
         print(json.dumps({k: v for k, v in metrics["diagnostics"].items() if k != "viewer_attention_kl"}, indent=2))
     if args.output:
         args.output.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _index(args: argparse.Namespace):
+    """
+    The store to evaluate and the embedded documents (``None`` when the store was loaded from ``--index-dir``):
+    encoded here, or reused from ``--index-dir`` when it was built from the same corpus, model and settings.
+    ``--diagnostics`` reads every document's views, which a loaded store does not hand back: it encodes again.
+    """
+    import time
+
+    from haystack import Document, Pipeline
+    from haystack.components.writers import DocumentWriter
+
+    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+    from haystack_mvr.datasets import load_corpus
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.evaluation.saved_index import index_key, open_saved_index, save_index
+
+    key = None
+    if args.index_dir:
+        key = index_key(args.corpus, args.model, index_factory=args.index_factory, meta_fields_to_embed=EMBEDDED_META)
+        store = None if args.diagnostics else open_saved_index(args.index_dir, key)
+        if store is not None:
+            print(f"Loaded {store.count_documents()} documents from {args.index_dir} (same corpus, model, settings)")
+            return store, None
+    documents = [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in load_corpus(args.corpus)]
+    store = FaissMultiViewDocumentStore(index_factory=args.index_factory)
+    indexing = Pipeline()
+    indexing.add_component(
+        "embedder",
+        MultiViewDocumentEmbedder(model=args.model, meta_fields_to_embed=EMBEDDED_META, batch_size=args.batch_size),
+    )
+    indexing.add_component("writer", DocumentWriter(document_store=store))
+    indexing.connect("embedder.documents", "writer.documents")
+    start = time.perf_counter()
+    embedded = indexing.run({"embedder": {"documents": documents}}, include_outputs_from={"embedder"})
+    print(f"Encoded {store.count_documents()} documents in {time.perf_counter() - start:.0f} s")
+    if args.index_dir and key is not None:
+        save_index(store, args.index_dir, key)
+        print(f"Saved the index to {args.index_dir}; later runs with the same inputs load it")
+    return store, embedded["embedder"]["documents"]
 
 
 def _diagnostics(args: argparse.Namespace, documents, querying, questions, ranked) -> dict:
