@@ -17,6 +17,7 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.views import PackedViews
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
@@ -118,15 +119,19 @@ class MultiViewTextEmbedder:
         if self.encoder is None:
             self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
 
-    @component.output_types(embedding=list[float], encoder=dict[str, Any])
+    @component.output_types(embedding=list[float], packed_embedding=str, encoder=dict[str, Any])
     def run(self, text: str) -> dict[str, Any]:
         """
         Embed one query.
 
         :param text: The query.
-        :returns: ``{"embedding": list[float], "encoder": dict}``: ``encoder`` names the encoder, as the document
-            embedder's ``meta["mvr_encoder"]`` does; connect it to ``MultiViewRetriever``'s ``encoder`` input to
-            catch a query encoder that differs from the one the store was built with.
+        :returns: ``{"embedding": list[float], "packed_embedding": str, "encoder": dict}``. ``embedding`` fits any
+            ``query_embedding`` socket. ``packed_embedding`` holds the same float32 vector as a one-row
+            ``haystack_mvr.views.PackedViews`` (an immutable string, as document views travel): connect it to
+            ``MultiViewRetriever``'s ``packed_query_embedding``, which Haystack's ``Pipeline`` passes on without
+            deep-copying ``d`` floats one by one. ``encoder`` names the encoder, as the document embedder's
+            ``meta["mvr_encoder"]`` does; connect it to ``MultiViewRetriever``'s ``encoder`` input to catch a query
+            encoder that differs from the one the store was built with.
         :raises TypeError: if ``text`` is not a string.
         :raises ValueError: if ``text`` is empty.
         """
@@ -141,5 +146,10 @@ class MultiViewTextEmbedder:
             raise ValueError(msg)
         self.warm_up()
         assert self.encoder is not None
-        vector = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)[0]
-        return {"embedding": vector.tolist(), "encoder": self.encoder.identity(self.model)}
+        vectors = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)
+        packed = PackedViews(vectors[:1])
+        return {
+            "embedding": packed.matrix[0].tolist(),
+            "packed_embedding": packed,
+            "encoder": self.encoder.identity(self.model),
+        }

@@ -11,8 +11,36 @@ from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
+from haystack_mvr.views import unpack_views
 
 _T = TypeVar("_T")
+
+
+def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
+    """The one query vector given: ``query_embedding`` as it is, or the float32 values a packed one holds, as the
+    ``list[float]`` the store contract takes (each float32 exactly: the store reads back the same vector)."""
+    if (query_embedding is None) == (packed_query_embedding is None):
+        given = "both" if query_embedding is not None else "neither"
+        msg = (
+            f"MultiViewRetriever needs exactly one of query_embedding (a list[float]) and packed_query_embedding "
+            f"(MultiViewTextEmbedder's packed_embedding), got {given}."
+        )
+        raise ValueError(msg)
+    if query_embedding is not None:
+        return query_embedding
+    if not isinstance(packed_query_embedding, str):
+        msg = (
+            "packed_query_embedding must be the string MultiViewTextEmbedder's packed_embedding output gives, got "
+            f"{type(packed_query_embedding).__name__}; pass a list[float] as query_embedding instead."
+        )
+        raise ValueError(msg)
+    matrix = unpack_views(packed_query_embedding, where="packed_query_embedding")
+    if matrix.shape[0] != 1:
+        msg = (
+            f"packed_query_embedding must hold one vector, got {matrix.shape[0]} ({matrix.shape[0]}x{matrix.shape[1]})."
+        )
+        raise ValueError(msg)
+    return matrix[0].tolist()
 
 
 def _check_top_k(top_k: Any) -> int:
@@ -28,7 +56,10 @@ class MultiViewRetriever:
     Retrieves unique documents by max-over-views inner product from any ``MultiViewDocumentStore``.
 
     Works on ``FaissMultiViewDocumentStore`` and ``QdrantMultiViewDocumentStore`` alike. Connect a
-    ``MultiViewTextEmbedder``'s ``embedding`` to ``query_embedding``. Each returned document carries ``score``
+    ``MultiViewTextEmbedder``'s ``packed_embedding`` to ``packed_query_embedding`` (the query vector as one
+    immutable string, which Haystack's ``Pipeline`` passes on without copying it float by float), or any
+    embedder's ``embedding`` to ``query_embedding`` (a ``list[float]``; give one of the two). Each returned
+    document carries ``score``
     (its best view's score) and the matched-view keys of ``haystack_mvr.views`` (``mvr_matched_view``,
     ``mvr_matched_scope``, ``mvr_matched_span``, ``mvr_matched_text``). :meth:`run_batch` answers many query
     embeddings in one store call.
@@ -146,30 +177,37 @@ class MultiViewRetriever:
     @component.output_types(documents=list[Document])
     def run(
         self,
-        query_embedding: list[float],
+        query_embedding: list[float] | None = None,
         filters: dict[str, Any] | None = None,
         top_k: int | None = None,
         encoder: dict[str, Any] | None = None,
+        packed_query_embedding: str | None = None,
     ) -> dict[str, list[Document]]:
         """
         Retrieve documents.
 
-        :param query_embedding: The query vector.
+        :param query_embedding: The query vector, a ``list[float]`` (any embedder's ``embedding``).
         :param filters: Runtime filters, combined with the defaults by ``filter_policy``.
         :param top_k: How many documents, a positive integer (``None``: the init ``top_k``).
         :param encoder: The query encoder's identity (``MultiViewTextEmbedder``'s ``encoder`` output); checked
             against the store's ``encoder_config`` when both are known.
+        :param packed_query_embedding: The query vector packed as a one-row ``haystack_mvr.views.PackedViews``
+            (``MultiViewTextEmbedder``'s ``packed_embedding``, or that string read back from JSON): the same
+            float32 values as ``query_embedding``, but Haystack's ``Pipeline`` hands an immutable string to the
+            next component as it is, where it deep-copies a ``list[float]`` one float at a time (about 5 ms per
+            query at d = 384 on a 2-core CPU, ``benchmarks/results/query_path.md``). Give exactly one of the two.
         :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
         :raises ValueError: if ``encoder`` differs from the encoder the store was built with (checked before the
-            search, and after it when the store learns its encoder from a saved copy only then), or ``top_k`` is not
-            a positive integer.
+            search, and after it when the store learns its encoder from a saved copy only then), ``top_k`` is not
+            a positive integer, or not exactly one of ``query_embedding`` and ``packed_query_embedding`` is given.
         """
+        query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
         documents = self._searched(
             encoder,
             lambda: self.document_store.search(
-                query_embedding, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+                query, top_k=top_k, filters=filters, return_embedding=self.return_embedding
             ),
         )
         return {"documents": documents}
@@ -177,18 +215,20 @@ class MultiViewRetriever:
     @component.output_types(documents=list[Document])
     async def run_async(
         self,
-        query_embedding: list[float],
+        query_embedding: list[float] | None = None,
         filters: dict[str, Any] | None = None,
         top_k: int | None = None,
         encoder: dict[str, Any] | None = None,
+        packed_query_embedding: str | None = None,
     ) -> dict[str, list[Document]]:
         """Asynchronous :meth:`run`."""
+        query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
         documents = await self._searched_async(
             encoder,
             lambda: self.document_store.search_async(
-                query_embedding, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+                query, top_k=top_k, filters=filters, return_embedding=self.return_embedding
             ),
         )
         return {"documents": documents}
