@@ -18,6 +18,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "add_mine_parser",
         "Mine hard negatives with a trained checkpoint (for --negatives-file).",
     ),
+    "train-reader": (
+        "haystack_mvr.cli.train_reader",
+        "add_train_reader_parser",
+        "Train an extractive or Fusion-in-Decoder reader on squad-mv.",
+    ),
     "eval": ("haystack_mvr.cli.evaluate", "add_eval_parser", "Evaluate a model on a corpus and questions."),
     "convert": (
         "haystack_mvr.cli.convert",

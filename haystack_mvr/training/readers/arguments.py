@@ -1,0 +1,98 @@
+"""Options of ``haystack-mvr train-reader``, as one dataclass (parsed from the command line)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+__all__ = ["ReaderTrainingArguments"]
+
+KINDS = ("extractive", "fid")
+_CONVERTERS: dict[Any, Any] = {
+    Path: Path,
+    Path | None: Path,
+    int: int,
+    int | None: int,
+    float: float,
+    float | None: float,
+}
+
+
+@dataclass
+class ReaderTrainingArguments:
+    """What ``train_extractive_reader`` and ``train_fid_reader`` need; every field is a ``--flag``."""
+
+    kind: str = field(metadata={"help": "extractive: a span head (TransformersExtractiveReader); fid: bert2bert FiD."})
+    model: str = field(metadata={"help": "Backbone folder or name (a BERT-like encoder, e.g. all-MiniLM-L6-v2)."})
+    output_dir: Path = field(metadata={"help": "Where the checkpoint is written (keep it out of git)."})
+    data_dir: Path = field(
+        default=Path("../shared/data/squad-mv"), metadata={"help": "squad-mv folder: corpus.jsonl, train.jsonl."}
+    )
+    retrieved_file: Path | None = field(
+        default=None,
+        metadata={
+            "help": "fid: JSONL of {id, passages: [corpus ids, best first]} from a retriever; the gold passage is "
+            "put in when missing. Without it each question reads its gold passage only."
+        },
+    )
+    num_passages: int = field(default=3, metadata={"help": "fid: passages per question (k)."})
+    max_length: int = field(default=256, metadata={"help": "Tokens per (question, passage) input."})
+    stride: int = field(default=64, metadata={"help": "extractive: overlap of the windows of a long passage."})
+    max_answer_length: int = field(default=24, metadata={"help": "fid: answer tokens kept as labels."})
+    epochs: float = field(default=1.0, metadata={"help": "Training epochs (ignored when --max-steps is set)."})
+    max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
+    max_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Stop after this many minutes of training (a CPU budget; the LR schedule "
+            "still follows max_steps / epochs)."
+        },
+    )
+    batch_size: int = field(default=16, metadata={"help": "Questions (fid) or windows (extractive) per step."})
+    learning_rate: float = field(
+        default=5e-5, metadata={"help": "Peak learning rate (linear decay after a warm-up of a tenth of the steps)."}
+    )
+    limit: int | None = field(default=None, metadata={"help": "Train on the first N training questions only."})
+    seed: int = field(default=42, metadata={"help": "Random seed."})
+    threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads (CPU)."})
+    logging_steps: int = field(default=20, metadata={"help": "Log the loss every N steps."})
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            msg = f"kind must be one of {list(KINDS)}, got {self.kind!r}."
+            raise ValueError(msg)
+        for name in ("num_passages", "max_length", "batch_size", "max_answer_length"):
+            if getattr(self, name) < 1:
+                msg = f"{name} must be a positive integer, got {getattr(self, name)!r}."
+                raise ValueError(msg)
+        if self.kind == "extractive" and not 0 <= self.stride < self.max_length // 2:
+            msg = f"stride must be in [0, max_length / 2), got {self.stride} for max_length {self.max_length}."
+            raise ValueError(msg)
+        self.output_dir = Path(self.output_dir)
+        self.data_dir = Path(self.data_dir)
+        if self.retrieved_file is not None:
+            self.retrieved_file = Path(self.retrieved_file)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """One ``--flag`` per field (``kind`` as ``--kind``, required fields required)."""
+        hints = get_type_hints(cls)
+        for f in fields(cls):
+            kind: Any = hints[f.name]
+            flag = "--" + f.name.replace("_", "-")
+            convert = _CONVERTERS.get(kind, str)
+            required = f.default is MISSING
+            options: dict[str, Any] = {"type": convert, "help": f.metadata.get("help")}
+            if f.name == "kind":
+                options["choices"] = KINDS
+            if required:
+                options["required"] = True
+            else:
+                options["default"] = f.default
+            parser.add_argument(flag, dest=f.name, **options)
+
+    @classmethod
+    def from_namespace(cls, namespace: argparse.Namespace) -> ReaderTrainingArguments:
+        return cls(**{f.name: getattr(namespace, f.name) for f in fields(cls)})

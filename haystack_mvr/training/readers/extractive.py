@@ -1,0 +1,192 @@
+"""
+Train an extractive (span) reader on squad-mv with transformers' ``Trainer``.
+
+The backbone (a BERT-like encoder such as all-MiniLM-L6-v2) gets a fresh span head
+(``AutoModelForQuestionAnswering``); each training question is paired with its gold paragraph, tokenized as
+``(question, paragraph)`` in windows of ``max_length`` tokens overlapping by ``stride``, and the start / end token of
+the first answer is the label (``[CLS]``, position 0, for a window without the answer). The saved folder loads in
+Haystack's ``TransformersExtractiveReader(model=folder)``.
+
+Questions of ``DEV_ARTICLES`` are never trained on. ``token_type_ids`` are left out on purpose: Haystack's reader
+calls the model with ``input_ids`` and ``attention_mask`` only, so the model is trained the way it will be run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForQuestionAnswering,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+
+from haystack_mvr.datasets import Question, load_corpus, load_questions, split_by_article
+from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
+
+__all__ = ["extractive_features", "train_extractive_reader", "training_questions"]
+
+logger = logging.getLogger(__name__)
+
+
+def training_questions(data_dir: Path, limit: int | None = None) -> tuple[list[Question], dict[str, Any]]:
+    """
+    The squad-mv training questions outside ``DEV_ARTICLES`` (first ``limit`` of them) and the corpus by id.
+
+    :returns: ``(questions, passages)``; ``passages`` maps a corpus id to its ``Passage``.
+    """
+    questions, _dev = split_by_article(load_questions(data_dir / "train.jsonl"))
+    passages = {p.id: p for p in load_corpus(data_dir / "corpus.jsonl")}
+    missing = sorted({q.positive_id for q in questions} - set(passages))
+    if missing:
+        msg = f"{len(missing)} positive ids are not in {data_dir / 'corpus.jsonl'}, e.g. {missing[0]!r}."
+        raise ValueError(msg)
+    return (questions[:limit] if limit else questions), passages
+
+
+def extractive_features(
+    tokenizer: PreTrainedTokenizerBase,
+    questions: list[str],
+    contexts: list[str],
+    answer_starts: list[int],
+    answers: list[str],
+    *,
+    max_length: int,
+    stride: int,
+) -> list[dict[str, list[int] | int]]:
+    """
+    Tokenized windows with span labels (the standard SQuAD recipe, by character offsets).
+
+    :param questions: ``n`` questions.
+    :param contexts: ``n`` passages, paired with the questions.
+    :param answer_starts: ``n`` character offsets of the answer in its passage.
+    :param answers: ``n`` answer strings.
+    :returns: One dict per window: ``input_ids``, ``attention_mask``, ``start_positions``, ``end_positions``
+        (token indices; ``0`` when the window does not hold the whole answer).
+    """
+    encoded = tokenizer(
+        questions,
+        contexts,
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    features = []
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        sample = encoded["overflow_to_sample_mapping"][i]
+        start_char = answer_starts[sample]
+        end_char = start_char + len(answers[sample])
+        sequence_ids = encoded.sequence_ids(i)
+        context_tokens = [t for t, s in enumerate(sequence_ids) if s == 1]
+        start = end = 0
+        first, last = context_tokens[0], context_tokens[-1]
+        if offsets[first][0] <= start_char and offsets[last][1] >= end_char:
+            start = next(t for t in context_tokens if offsets[t][1] > start_char)
+            end = next(t for t in reversed(context_tokens) if offsets[t][0] < end_char)
+        features.append(
+            {
+                "input_ids": encoded["input_ids"][i],
+                "attention_mask": encoded["attention_mask"][i],
+                "start_positions": start,
+                "end_positions": end,
+            }
+        )
+    return features
+
+
+def _answer_offset(question: Question, text: str) -> tuple[str, int] | None:
+    """The first answer whose recorded offset points at it in ``text`` (or that occurs in it)."""
+    for answer, start in zip(question.answers, question.answer_starts, strict=False):
+        if text[start : start + len(answer)] == answer:
+            return answer, start
+    for answer in question.answers:
+        start = text.find(answer)
+        if answer and start >= 0:
+            return answer, start
+    return None
+
+
+def train_extractive_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
+    """
+    Fine-tune ``args.model`` with a span head on the squad-mv training questions; save to ``args.output_dir``.
+
+    :returns: A summary (steps, seconds, examples), also written to ``output_dir/reader_training.json``.
+    """
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForQuestionAnswering.from_pretrained(args.model)
+
+    questions, passages = training_questions(args.data_dir, args.limit)
+    rows = [(q, _answer_offset(q, passages[q.positive_id].text)) for q in questions]
+    rows = [(q, found) for q, found in rows if found is not None]
+    features = extractive_features(
+        tokenizer,
+        [q.question for q, _ in rows],
+        [passages[q.positive_id].text for q, _ in rows],
+        [start for _, (_, start) in rows],
+        [answer for _, (answer, _) in rows],
+        max_length=args.max_length,
+        stride=args.stride,
+    )
+    logger.info("extractive reader: %d questions, %d windows", len(rows), len(features))
+
+    training_args = TrainingArguments(
+        output_dir=str(args.output_dir / "trainer"),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=0.1,  # a fraction of the steps
+        weight_decay=0.01,
+        logging_steps=args.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        seed=args.seed,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+    )
+    budget = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=features,
+        callbacks=budget,
+        data_collator=DataCollatorWithPadding(tokenizer),
+    )
+    start = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - start
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    trainer.save_model(str(args.output_dir))
+    tokenizer.save_pretrained(str(args.output_dir))
+    summary = {
+        "kind": "extractive",
+        "backbone": args.model,
+        "questions": len(rows),
+        "windows": len(features),
+        "steps": result.global_step,
+        "stopped_by_time_budget": bool(budget and budget[0].stopped_early),
+        "train_seconds": round(seconds, 1),
+        "train_loss": round(float(result.training_loss), 4),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "learning_rate": args.learning_rate,
+        "torch_threads": torch.get_num_threads(),
+    }
+    (args.output_dir / "reader_training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

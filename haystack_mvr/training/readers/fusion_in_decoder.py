@@ -1,0 +1,244 @@
+"""
+Train a Fusion-in-Decoder reader (Izacard & Grave, 2021) with transformers' ``Trainer``.
+
+A BERT-like backbone is warm-started on both sides of an ``EncoderDecoderModel`` (bert2bert: the decoder is the
+backbone with causal self-attention and fresh cross-attention layers). Each training question reads ``k``
+passages, the retriever's own top-k (``retrieved_file``) with the gold paragraph put in place of the last one when
+the retriever missed it; every passage is encoded on its own as ``question: ... title: ... context: ...``
+(``format_fid_input``), the encoder states of the ``k`` passages are concatenated (``fused_encoder_outputs``) and
+the decoder is trained to generate the first answer (teacher forcing, cross-entropy). The Trainer's own loop runs
+it; only ``compute_loss`` is ours. The saved folder loads in ``FusionInDecoderReader(model=folder)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import (
+    AutoTokenizer,
+    EncoderDecoderModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.modeling_outputs import BaseModelOutput
+
+from haystack_mvr.datasets import Passage, Question
+from haystack_mvr.modeling.fusion_in_decoder import format_fid_input, fused_encoder_outputs
+from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
+from haystack_mvr.training.readers.extractive import training_questions
+
+__all__ = [
+    "FusionInDecoderCollator",
+    "FusionInDecoderTrainer",
+    "bert2bert",
+    "bm25_top_passages",
+    "fid_examples",
+    "read_retrieved",
+    "train_fid_reader",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def bm25_top_passages(questions: list[Question], corpus: list[Passage], k: int) -> dict[str, list[str]]:
+    """
+    Each question's ``k`` best BM25 passages (``bm25s``, English stopwords, ``title + text``), best first.
+
+    :returns: ``{question id: [corpus id, ...]}``.
+    """
+    import bm25s
+
+    retriever = bm25s.BM25()
+    retriever.index(
+        bm25s.tokenize([f"{p.title} {p.text}" for p in corpus], stopwords="en", show_progress=False),
+        show_progress=False,
+    )
+    tokens = bm25s.tokenize([q.question for q in questions], stopwords="en", return_ids=False, show_progress=False)
+    ranked, _scores = retriever.retrieve(tokens, k=min(k, len(corpus)), show_progress=False)
+    return {q.id: [corpus[int(i)].id for i in row] for q, row in zip(questions, ranked, strict=True)}
+
+
+def read_retrieved(path: Path) -> dict[str, list[str]]:
+    """A retrieved file: one ``{"id": question id, "passages": [corpus id, ...]}`` per line."""
+    retrieved = {}
+    with Path(path).open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not isinstance(record.get("passages"), list) or "id" not in record:
+                msg = f"{path}:{n}: each line needs 'id' and a 'passages' list of corpus ids."
+                raise ValueError(msg)
+            retrieved[str(record["id"])] = [str(p) for p in record["passages"]]
+    return retrieved
+
+
+def fid_examples(
+    questions: list[Question], passages: dict[str, Passage], retrieved: dict[str, list[str]] | None, k: int
+) -> list[dict[str, Any]]:
+    """
+    ``{"texts": k encoder inputs, "answer": str}`` per question; the gold passage is always among the ``k``.
+
+    Without ``retrieved`` (or for a question it lacks) the question reads its gold passage alone.
+    """
+    examples = []
+    for q in questions:
+        ids = [i for i in (retrieved or {}).get(q.id, []) if i in passages][:k] or [q.positive_id]
+        if q.positive_id not in ids:
+            ids = [*ids[: k - 1], q.positive_id] if len(ids) >= k else [*ids, q.positive_id]
+        texts = [format_fid_input(q.question, passages[i].text, passages[i].title) for i in ids]
+        examples.append({"texts": texts, "answer": q.answers[0]})
+    return examples
+
+
+@dataclass
+class FusionInDecoderCollator:
+    """
+    Tokenizes a batch of ``fid_examples``: ``input_ids`` / ``attention_mask`` ``(B, k, L)``, ``labels`` ``(B, T)``.
+
+    Questions with fewer than ``k`` passages get empty (fully masked) ones. Labels are the answer's tokens and the
+    end-of-sequence token (``[SEP]`` for BERT), padded with ``-100``; the model prepends the decoder start token.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    num_passages: int
+    max_length: int = 256
+    max_answer_length: int = 24
+
+    def __call__(self, batch: list[dict[str, Any]]) -> dict[str, Tensor]:
+        texts = [
+            (example["texts"] + [""] * self.num_passages)[: self.num_passages] for example in batch
+        ]  # pad the passage list; empty passages are masked below
+        flat = [t for row in texts for t in row]
+        encoded = self.tokenizer(flat, max_length=self.max_length, truncation=True, padding=True, return_tensors="pt")
+        mask = encoded["attention_mask"]
+        empty = torch.tensor([t == "" for t in flat])
+        mask[empty] = 0
+        mask[empty, 0] = 1  # one visible [CLS] keeps the softmax of an all-empty question defined
+        shape = (len(batch), self.num_passages, -1)
+        eos = self.tokenizer.sep_token_id if self.tokenizer.sep_token_id is not None else self.tokenizer.eos_token_id
+        answers = [
+            [*self.tokenizer(e["answer"], add_special_tokens=False)["input_ids"][: self.max_answer_length - 1], eos]
+            for e in batch
+        ]
+        width = max(len(a) for a in answers)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        for i, answer in enumerate(answers):
+            labels[i, : len(answer)] = torch.tensor(answer)
+        return {
+            "input_ids": encoded["input_ids"].reshape(shape),
+            "attention_mask": mask.reshape(shape),
+            "labels": labels,
+        }
+
+
+class FusionInDecoderTrainer(Trainer):
+    """``Trainer`` whose loss encodes the ``k`` passages of each question separately and fuses them."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        hidden, mask = fused_encoder_outputs(model, inputs["input_ids"], inputs["attention_mask"])
+        outputs = model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask, labels=inputs["labels"]
+        )
+        return (outputs.loss, outputs) if return_outputs else outputs.loss
+
+
+def bert2bert(backbone: str, tokenizer: PreTrainedTokenizerBase) -> EncoderDecoderModel:
+    """
+    An ``EncoderDecoderModel`` warm-started from ``backbone`` on both sides, its special tokens set for generation.
+
+    ``[CLS]`` starts the decoder, ``[SEP]`` ends the answer, ``[PAD]`` pads (the BERT recipe of Rothe et al. 2020).
+    """
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(backbone, backbone)
+    start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    for config in (model.config, model.generation_config):
+        config.decoder_start_token_id = start
+        config.bos_token_id = start
+        config.eos_token_id = eos
+        config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
+    """
+    Train a bert2bert Fusion-in-Decoder reader on the squad-mv training questions; save to ``args.output_dir``.
+
+    :returns: A summary (steps, seconds, examples), also written to ``output_dir/reader_training.json``.
+    """
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = bert2bert(args.model, tokenizer)
+
+    questions, passages = training_questions(args.data_dir, args.limit)
+    retrieved = read_retrieved(args.retrieved_file) if args.retrieved_file else None
+    examples = fid_examples(questions, passages, retrieved, args.num_passages)
+    random.Random(args.seed).shuffle(examples)
+    gold_added = sum(
+        1 for q in questions if retrieved and q.positive_id not in retrieved.get(q.id, [])[: args.num_passages]
+    )
+    logger.info("FiD reader: %d questions, %d with the gold passage put in", len(examples), gold_added)
+
+    training_args = TrainingArguments(
+        output_dir=str(args.output_dir / "trainer"),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=0.1,  # a fraction of the steps
+        weight_decay=0.01,
+        logging_steps=args.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        seed=args.seed,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+    )
+    budget = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
+    trainer = FusionInDecoderTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=examples,
+        callbacks=budget,
+        data_collator=FusionInDecoderCollator(
+            tokenizer, args.num_passages, max_length=args.max_length, max_answer_length=args.max_answer_length
+        ),
+    )
+    start = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - start
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    trainer.save_model(str(args.output_dir))
+    tokenizer.save_pretrained(str(args.output_dir))
+    summary = {
+        "kind": "fid",
+        "backbone": args.model,
+        "questions": len(examples),
+        "gold_passage_added": gold_added,
+        "num_passages": args.num_passages,
+        "retrieved_file": str(args.retrieved_file) if args.retrieved_file else None,
+        "steps": result.global_step,
+        "stopped_by_time_budget": bool(budget and budget[0].stopped_early),
+        "train_seconds": round(seconds, 1),
+        "train_loss": round(float(result.training_loss), 4),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "learning_rate": args.learning_rate,
+        "torch_threads": torch.get_num_threads(),
+    }
+    (args.output_dir / "reader_training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,212 @@
+"""Reader training (extractive span head, bert2bert Fusion-in-Decoder): tiny random models, a few Trainer steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from haystack import Document
+from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
+from transformers import AutoTokenizer, EncoderDecoderModel
+
+from haystack_mvr.cli.main import main
+from haystack_mvr.components.readers import FusionInDecoderReader
+from haystack_mvr.datasets import DEV_ARTICLES, Passage, Question
+from haystack_mvr.modeling.fusion_in_decoder import encode_passages, fused_encoder_outputs
+from haystack_mvr.training.readers import (
+    FusionInDecoderCollator,
+    ReaderTrainingArguments,
+    extractive_features,
+    fid_examples,
+    train_extractive_reader,
+    train_fid_reader,
+    training_questions,
+)
+from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
+from tests.conftest import minilm_tokenizer, shared_data_dir
+
+SQUAD_MV = shared_data_dir() / "squad-mv"
+needs_data = pytest.mark.skipif(not (SQUAD_MV / "train.jsonl").exists(), reason="the shared squad-mv data is absent")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def printed_summary(out: str) -> dict:
+    """The JSON summary the command prints last (the Trainer prints its own log lines before it)."""
+    return json.loads(out[out.rindex("{\n") :])
+
+
+def test_extractive_features_label_the_answer_tokens():
+    tokenizer = minilm_tokenizer()
+    context = "The river Vistula flows through Warsaw. " + "Other words fill this long paragraph. " * 20
+    start = context.index("Vistula")
+    features = extractive_features(
+        tokenizer, ["Which river?"], [context], [start], ["Vistula"], max_length=48, stride=16
+    )
+    assert len(features) > 1  # the paragraph is cut into windows
+    first = features[0]
+    span = first["input_ids"][first["start_positions"] : first["end_positions"] + 1]
+    assert tokenizer.decode(span) == "vistula"
+    assert "token_type_ids" not in first  # Haystack's reader never passes them
+    assert all(f["start_positions"] == f["end_positions"] == 0 for f in features[2:])  # windows without it: [CLS]
+
+
+@needs_data
+def test_training_questions_never_come_from_dev_articles():
+    questions, passages = training_questions(SQUAD_MV)
+    assert questions
+    assert not {q.title for q in questions} & set(DEV_ARTICLES)
+    assert all(q.positive_id in passages for q in questions)
+
+
+def test_fid_examples_always_hold_the_gold_passage():
+    passages = {i: Passage(id=i, title=f"T{i}", text=f"text {i}") for i in "abcd"}
+    q = Question(id="q", question="who?", answers=["x"], positive_id="d", title="T")
+    missed = fid_examples([q], passages, {"q": ["a", "b", "c"]}, k=3)[0]["texts"]
+    assert len(missed) == 3
+    assert missed[-1].endswith("context: text d")
+    assert missed[0].endswith("context: text a")
+    found = fid_examples([q], passages, {"q": ["d", "a", "b"]}, k=2)[0]["texts"]
+    assert [t[-1] for t in found] == ["d", "a"]
+    assert fid_examples([q], passages, None, k=3)[0]["texts"] == ["question: who? title: Td context: text d"]
+
+
+def test_fid_collator_shapes_and_labels():
+    tokenizer = minilm_tokenizer()
+    collator = FusionInDecoderCollator(tokenizer, num_passages=3, max_length=16, max_answer_length=4)
+    batch = collator(
+        [
+            {"texts": ["question: a context: b", "question: a context: c d e"], "answer": "Warsaw"},
+            {"texts": ["q1", "q2", "q3"], "answer": "the long answer of many words"},
+        ]
+    )
+    assert batch["input_ids"].shape[:2] == (2, 3)
+    assert batch["attention_mask"][0, 2].sum() == 1  # the missing third passage is masked but for [CLS]
+    labels = batch["labels"]
+    assert labels.shape == (2, 4)
+    assert labels[0, 1] == tokenizer.sep_token_id and (labels[0, 2:] == -100).all()
+    assert labels[1, 3] == tokenizer.sep_token_id  # cut to max_answer_length, still ended
+
+
+def test_fused_encoder_outputs_match_passages_encoded_alone(tiny_backbone):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(tiny_backbone), str(tiny_backbone)).eval()
+    texts = ["question: who? context: a short one", "question: who? context: a much longer passage of many words"]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    hidden, mask = fused_encoder_outputs(model, batch["input_ids"][None], batch["attention_mask"][None])
+    assert hidden.shape[:2] == mask.shape == (1, batch["input_ids"].numel())
+    alone = torch.cat(encode_passages(model, tokenizer, texts))
+    torch.testing.assert_close(hidden[0][mask[0].bool()], alone, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"\(B, k, L\)"):
+        fused_encoder_outputs(model, batch["input_ids"], batch["attention_mask"])
+
+
+def test_budget_callback_stops_training():
+    callback = WallClockBudgetCallback(minutes=1e-9)
+
+    class Control:
+        should_training_stop = False
+
+    control = Control()
+    callback.on_train_begin(None, None, control)
+    callback.on_step_end(None, None, control)
+    assert control.should_training_stop and callback.stopped_early
+    with pytest.raises(ValueError, match="positive"):
+        WallClockBudgetCallback(minutes=0)
+
+
+def test_arguments_reject_unknown_kind_and_bad_stride(tmp_path):
+    with pytest.raises(ValueError, match="kind"):
+        ReaderTrainingArguments(kind="generative", model="m", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="stride"):
+        ReaderTrainingArguments(kind="extractive", model="m", output_dir=tmp_path, max_length=64, stride=32)
+
+
+@needs_data
+def test_extractive_reader_trains_from_one_command_and_answers_in_haystack(tiny_backbone, tmp_path, capsys):
+    out = tmp_path / "extractive"
+    code = main(
+        [
+            "train-reader", "--kind", "extractive", "--model", str(tiny_backbone), "--output-dir", str(out),
+            "--data-dir", str(SQUAD_MV), "--limit", "8", "--max-steps", "2", "--batch-size", "4",
+            "--max-length", "96", "--stride", "16", "--threads", "1",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    summary = printed_summary(capsys.readouterr().out)
+    assert summary["steps"] == 2 and summary["kind"] == "extractive"
+    reader = TransformersExtractiveReader(model=out, top_k=1, no_answer=False)
+    reader.warm_up()
+    doc = Document(content="The river Vistula flows through Warsaw, the capital of Poland.")
+    answer = reader.run(query="Which river flows through Warsaw?", documents=[doc])["answers"][0]
+    assert answer.data and answer.data in doc.content
+    assert answer.document.id == doc.id
+
+
+@needs_data
+def test_extractive_reader_learns_a_span(tiny_backbone, tmp_path):
+    """Overfit one question: the trained head must point at its answer (fails if labels or offsets are wrong)."""
+    args = ReaderTrainingArguments(
+        kind="extractive", model=str(tiny_backbone), output_dir=tmp_path / "one", data_dir=SQUAD_MV, limit=1,
+        max_steps=60, batch_size=1, learning_rate=5e-3, max_length=256, stride=32, threads=1, logging_steps=100,
+    )  # fmt: skip
+    train_extractive_reader(args)
+    question, passages = training_questions(SQUAD_MV, limit=1)
+    q, passage = question[0], passages[question[0].positive_id]
+    reader = TransformersExtractiveReader(model=tmp_path / "one", top_k=1, no_answer=False, max_seq_length=256)
+    answer = reader.run(query=q.question, documents=[Document(content=passage.text)])["answers"][0]
+    assert answer.data.strip() in q.answers
+
+
+@needs_data
+def test_fid_reader_trains_from_one_command_and_answers_in_haystack(tiny_backbone, tmp_path, capsys):
+    retrieved = tmp_path / "retrieved.jsonl"
+    assert main(
+        [
+            "train-reader", "--kind", "fid", "--model", str(tiny_backbone), "--output-dir", str(tmp_path / "x"),
+            "--data-dir", str(SQUAD_MV), "--limit", "8", "--num-passages", "2", "--write-bm25-retrieved",
+            str(retrieved),
+        ]
+    ) == 0  # fmt: skip
+    assert len(retrieved.read_text(encoding="utf-8").splitlines()) == 8
+    capsys.readouterr()
+    out = tmp_path / "fid"
+    code = main(
+        [
+            "train-reader", "--kind", "fid", "--model", str(tiny_backbone), "--output-dir", str(out),
+            "--data-dir", str(SQUAD_MV), "--retrieved-file", str(retrieved), "--num-passages", "2", "--limit", "8",
+            "--max-steps", "2", "--batch-size", "4", "--max-length", "64", "--threads", "1",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    summary = printed_summary(capsys.readouterr().out)
+    assert summary["steps"] == 2 and summary["num_passages"] == 2
+    reader = FusionInDecoderReader(model=out, max_input_length=64, max_answer_length=4)
+    docs = [Document(content="Warsaw lies on the Vistula."), Document(content="Kraków lies on the Vistula too.")]
+    answers = reader.run(query="Which river?", documents=docs)["answers"]
+    assert len(answers) == 1 and isinstance(answers[0].data, str)
+    assert answers[0].meta["log_probability"] <= 0 and answers[0].meta["num_passages"] == 2
+
+
+@needs_data
+def test_fid_reader_learns_an_answer(tiny_backbone, tmp_path):
+    """Overfit one question through the Trainer: the FiD reader must then generate its answer exactly."""
+    args = ReaderTrainingArguments(
+        kind="fid", model=str(tiny_backbone), output_dir=tmp_path / "one", data_dir=SQUAD_MV, limit=1,
+        max_steps=60, batch_size=1, learning_rate=5e-3, max_length=64, threads=1, logging_steps=100,
+    )  # fmt: skip
+    summary = train_fid_reader(args)
+    assert summary["train_loss"] < 8
+    question, passages = training_questions(SQUAD_MV, limit=1)
+    q, passage = question[0], passages[question[0].positive_id]
+    reader = FusionInDecoderReader(model=tmp_path / "one", max_input_length=64, max_answer_length=8)
+    doc = Document(content=passage.text, meta={"title": passage.title})
+    answer = reader.run(query=q.question, documents=[doc])["answers"][0]
+    assert answer.data == q.answers[0].lower()  # the uncased tokenizer lower-cases
