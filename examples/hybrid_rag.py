@@ -16,21 +16,44 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, packaged_minilm, read_corpus
-from haystack import Document, Pipeline
-from haystack.components.retrievers import InMemoryBM25Retriever
-from haystack.document_stores.in_memory import InMemoryDocumentStore
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, check_model, packaged_minilm, read_corpus
 
-from haystack_mvr.components.embedders import MultiViewTextEmbedder
-from haystack_mvr.components.joiners import add_fusion_joiner
-from haystack_mvr.components.readers import FusionInDecoderReader
-from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+if TYPE_CHECKING:
+    from haystack import Document, Pipeline
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+EXTRACTIVE_EXTRA = 'pip install "haystack-mvr[readers]"'
+
+
+def extractive_reader_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("haystack_integrations.components.readers.transformers") is not None
+    except ModuleNotFoundError:  # no haystack_integrations at all
+        return False
+
+
+def check_reader(reader: str | None, kind: str) -> None:
+    """Before anything is indexed: the extractive reader's package is installed and the reader's weights can load
+    here (offline, a hub id that is not cached is one line naming it)."""
+    if not reader:
+        return
+    if kind == "extractive" and not extractive_reader_installed():
+        msg = f"--reader-kind extractive needs transformers-haystack's TransformersExtractiveReader: {EXTRACTIVE_EXTRA}"
+        raise SystemExit(msg)
+    check_model(reader, reader=True)
 
 
 def build_stores(documents: list[Document], model: str) -> tuple[InMemoryDocumentStore, FaissMultiViewDocumentStore]:
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
     from index_corpus import indexing_pipeline
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 
     bm25_store = InMemoryDocumentStore()
     bm25_store.write_documents(documents)
@@ -51,11 +74,20 @@ def hybrid_pipeline(
     bm25_weight: float = 0.4,
 ) -> Pipeline:
     """BM25 + (query embedder -> multi-view retriever) -> [score normalisers] -> DocumentJoiner -> optional reader."""
+    from haystack import Pipeline
+    from haystack.components.retrievers import InMemoryBM25Retriever
+
+    from haystack_mvr.components.embedders import MultiViewTextEmbedder
+    from haystack_mvr.components.joiners import add_fusion_joiner
+    from haystack_mvr.components.readers import FusionInDecoderReader
+    from haystack_mvr.components.retrievers import MultiViewRetriever
+
     pipeline = Pipeline()
     pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=top_k))
     pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
     pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=top_k))
     pipeline.connect("query_embedder.embedding", "dense.query_embedding")
+    pipeline.connect("query_embedder.encoder", "dense.encoder")  # refuses a model the dense index was not built with
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion=fusion, weights=[bm25_weight, 1.0 - bm25_weight], top_k=top_k)
     if reader:
         if reader_kind == "extractive":
@@ -88,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--question", action="append")
     args = parser.parse_args(argv)
 
-    model = args.model or packaged_minilm()
+    model = check_model(args.model or packaged_minilm())
+    check_reader(args.reader, args.reader_kind)
     bm25_store, dense_store = build_stores(read_corpus(args.corpus, args.limit), model)
     pipeline = hybrid_pipeline(
         bm25_store,

@@ -16,23 +16,30 @@ from __future__ import annotations
 import argparse
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, packaged_minilm, read_corpus
-from haystack import Pipeline
-from haystack.components.writers import DocumentWriter
-from haystack.document_stores.types import DuplicatePolicy
-from haystack.utils import Secret
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, check_model, packaged_minilm, read_corpus
 
-from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.components.readers import FusionInDecoderReader
-from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+if TYPE_CHECKING:
+    from haystack import Pipeline
+
+    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
 
 DEFAULT_PATH = REPO / "runs" / "qdrant"
+QDRANT_EXTRA = 'pip install "haystack-mvr[qdrant]"'
 
 
 def make_store(args: argparse.Namespace) -> QdrantMultiViewDocumentStore:
     """A local folder by default; a server with ``--url`` (its API key read from an env var, never stored)."""
+    try:
+        import qdrant_client  # noqa: F401  (the store's optional dependency)
+    except ImportError as e:
+        msg = f"examples/qdrant_rag.py needs qdrant-client: {QDRANT_EXTRA}"
+        raise SystemExit(msg) from e
+    from haystack.utils import Secret
+
+    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+
     if args.url:
         return QdrantMultiViewDocumentStore(
             url=args.url,
@@ -46,6 +53,12 @@ def make_store(args: argparse.Namespace) -> QdrantMultiViewDocumentStore:
 
 def index(store: QdrantMultiViewDocumentStore, corpus: Path, model: str, limit: int | None) -> None:
     """Encode and write the corpus, unless the collection already holds it (then nothing is re-encoded)."""
+    from haystack import Pipeline
+    from haystack.components.writers import DocumentWriter
+    from haystack.document_stores.types import DuplicatePolicy
+
+    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+
     documents = read_corpus(corpus, limit)
     if store.count_documents() == len(documents) and store.filter_documents(
         {"field": "id", "operator": "in", "value": [documents[0].id, documents[-1].id]}
@@ -61,17 +74,24 @@ def index(store: QdrantMultiViewDocumentStore, corpus: Path, model: str, limit: 
 
 
 def query_pipeline(store: QdrantMultiViewDocumentStore, model: str, reader: str | None, top_k: int) -> Pipeline:
+    from haystack import Pipeline
+
+    from haystack_mvr.components.embedders import MultiViewTextEmbedder
+    from haystack_mvr.components.readers import FusionInDecoderReader
+    from haystack_mvr.components.retrievers import MultiViewRetriever
+
     pipeline = Pipeline()
     pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
     pipeline.add_component("retriever", MultiViewRetriever(document_store=store, top_k=top_k))
     pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
+    pipeline.connect("query_embedder.encoder", "retriever.encoder")  # refuses a model the collection was not built with
     if reader:
         pipeline.add_component("reader", FusionInDecoderReader(model=reader, context="matched_view"))
         pipeline.connect("retriever.documents", "reader.documents")
     return pipeline
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
     parser.add_argument("--model", default=None, help="Embedding model (default: packaged MiniLM, snippet mode).")
@@ -87,9 +107,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")
     parser.add_argument("--question", action="append", help="A question to ask (repeatable).")
     parser.add_argument("--save-yaml", type=Path, default=None, help="Write the query pipeline YAML here.")
-    args = parser.parse_args(argv)
+    return parser
 
-    model = args.model or packaged_minilm()
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    model = check_model(args.model or packaged_minilm())
+    if args.reader:
+        check_model(args.reader, reader=True)
     store = make_store(args)
     index(store, args.corpus, model, args.limit)
     pipeline = query_pipeline(store, model, args.reader, args.top_k)

@@ -12,60 +12,46 @@ under runs/quickstart-index and reused by later runs over the same corpus, model
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import shutil
 import textwrap
 import time
 from pathlib import Path
 
-from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, packaged_minilm, read_corpus
-from haystack import Pipeline
-from haystack.components.writers import DocumentWriter
-
-from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.modeling.sentence_splitting import splitter_name
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, check_model, packaged_minilm, read_corpus
 
 DEFAULT_INDEX = REPO / "runs" / "quickstart-index"
-
-
-def fingerprint(corpus: Path, model: str, limit: int | None) -> dict:
-    """What the cached store was built from: the corpus bytes, the model, the limit and the sentence splitter."""
-    digest = hashlib.sha256(corpus.read_bytes()).hexdigest()
-    return {"corpus_sha256": digest, "model": model, "limit": limit, "sentence_splitter": splitter_name()}
+EMBEDDED_META = ["title"]
 
 
 def build_or_load(documents_from: Path, model: str, limit: int | None, index_dir: Path | None):
-    """The store for ``documents_from``: loaded from ``index_dir`` when it was built from the same inputs."""
-    key = fingerprint(documents_from, model, limit)
-    stamp = index_dir / "built_from.json" if index_dir else None
-    if stamp and stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == key:
-        store = FaissMultiViewDocumentStore(index_path=str(index_dir / "store"))
-        try:
-            count = store.count_documents()
-        except Exception as e:  # e.g. a cache saved by another haystack-mvr version: encode again
-            print(f"Could not read the cached index in {index_dir} ({e}); encoding again")
-            count = 0
-        if count:
-            print(f"Loaded {count} documents from {index_dir} (built earlier from {documents_from})")
-            return store
+    """
+    The store for ``documents_from``: loaded from ``index_dir`` when it was built from the same corpus bytes, model,
+    limit, sentence splitter and haystack-mvr version (``haystack_mvr.evaluation.saved_index``, the same cache as
+    ``haystack-mvr eval --index-dir``), else encoded and saved there.
+    """
+    from haystack import Pipeline
+    from haystack.components.writers import DocumentWriter
+
+    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.evaluation.saved_index import index_key, open_saved_index, save_index
+
+    key = index_key(documents_from, model, limit=limit, index_factory="Flat", meta_fields_to_embed=EMBEDDED_META)
+    store = open_saved_index(index_dir, key) if index_dir else None
+    if store is not None:
+        print(f"Loaded {store.count_documents()} documents from {index_dir} (built earlier from {documents_from})")
+        return store
 
     documents = read_corpus(documents_from, limit)
     store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()
-    indexing.add_component("embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"]))
+    indexing.add_component("embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=EMBEDDED_META))
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
     start = time.perf_counter()
     indexing.run({"embedder": {"documents": documents}})
     print(f"Indexed {store.count_documents()} documents from {documents_from} in {time.perf_counter() - start:.0f} s")
     if index_dir:
-        shutil.rmtree(index_dir, ignore_errors=True)
-        index_dir.mkdir(parents=True)
-        store.save(index_dir / "store")
-        stamp.write_text(json.dumps(key, indent=2) + "\n", encoding="utf-8")
+        save_index(store, index_dir, key)
         print(f"Saved the index to {index_dir}; the next run loads it instead of encoding again")
     return store
 
@@ -85,7 +71,7 @@ def print_hits(question: str, documents: list) -> None:
         print(textwrap.indent(textwrap.fill(text, 100), "       "))
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
     parser.add_argument(
@@ -99,17 +85,26 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="Encode in memory; neither read nor write a cache.")
     parser.add_argument("--save-yaml", type=Path, default=None, help="Write the query pipeline YAML here.")
-    args = parser.parse_args(argv)
+    return parser
 
-    model = args.model or packaged_minilm()
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    model = check_model(args.model or packaged_minilm())
     if not args.corpus.is_file():
         read_corpus(args.corpus)  # exits with a one-line message naming the missing file
     store = build_or_load(args.corpus, model, args.limit, None if args.no_cache else args.index_dir)
+
+    from haystack import Pipeline
+
+    from haystack_mvr.components.embedders import MultiViewTextEmbedder
+    from haystack_mvr.components.retrievers import MultiViewRetriever
 
     querying = Pipeline()
     querying.add_component("query_embedder", MultiViewTextEmbedder(model=model))
     querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
     querying.connect("query_embedder.embedding", "retriever.query_embedding")
+    querying.connect("query_embedder.encoder", "retriever.encoder")  # refuses a model the index was not built with
     if args.save_yaml:
         args.save_yaml.write_text(querying.dumps(), encoding="utf-8")
 

@@ -88,7 +88,9 @@ def test_index_then_answer_with_fid_and_round_trip_the_yaml(tmp_path, data_dir, 
         ]
     )
     assert "Wrote 4 documents" in capsys.readouterr().out
-    assert Pipeline.loads((tmp_path / "indexing.yaml").read_text()).get_component("writer") is not None
+    written = (tmp_path / "indexing.yaml").read_text()
+    assert written == index_corpus.indexing_yaml(str(tiny_backbone), str(tmp_path / "index"))
+    assert Pipeline.loads(written).get_component("writer") is not None
 
     rag_fid.main(
         [
@@ -110,25 +112,105 @@ def test_index_then_answer_with_fid_and_round_trip_the_yaml(tmp_path, data_dir, 
     )
     out = capsys.readouterr().out
     assert "Q: Who wrote the river book?" in out and "A: " in out and "from " in out
+    options = {"top_k": 3, "context": "matched_view", "max_passages": 10}
+    expected = rag_fid.rag_yaml(str(tiny_backbone), str(tmp_path / "index"), str(tiny_t5), **options)
+    assert (tmp_path / "rag.yaml").read_text() == expected
 
     rag_fid.main(["--from-yaml", str(tmp_path / "rag.yaml"), "--question", "Where do fish live?"])
     assert "A: " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["indexing.yaml", "rag_fid.yaml"])
-def test_committed_yaml_pipelines_are_what_the_examples_build(name):
-    from index_corpus import indexing_pipeline
-    from rag_fid import rag_pipeline
+def test_committed_yaml_pipelines_are_what_save_yaml_writes(name):
+    """Byte for byte: examples/pipelines/*.yaml are what --save-yaml writes for the hub id and runs/index."""
+    from index_corpus import indexing_yaml
+    from rag_fid import rag_yaml
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-
-    loaded = Pipeline.loads((EXAMPLES / "pipelines" / name).read_text(encoding="utf-8"))  # no weights loaded yet
+    committed = (EXAMPLES / "pipelines" / name).read_text(encoding="utf-8")
     model = "sentence-transformers/all-MiniLM-L6-v2"
     if name == "indexing.yaml":
-        built = indexing_pipeline(model, FaissMultiViewDocumentStore(index_path="runs/index"))
+        written = indexing_yaml(model, "runs/index")
     else:
-        built = rag_pipeline(model, "runs/index", "google/flan-t5-base", context="matched_view")
-    assert loaded.to_dict() == built.to_dict()
+        written = rag_yaml(model, "runs/index", "google/flan-t5-base", context="matched_view")
+    assert committed == written, f"regenerate examples/pipelines/{name} with the example's --save-yaml"
+    assert Pipeline.loads(committed).to_dict() == Pipeline.loads(written).to_dict()
+
+
+def test_rag_fid_offline_recipe_from_its_help_runs(tmp_path, data_dir, tiny_backbone, tiny_t5, monkeypatch, capsys):
+    """
+    The --help's offline recipe, as written: index with the default (packaged) model, then the committed YAML with
+    only --index-dir and a local --reader; the YAML's all-MiniLM-L6-v2 hub id becomes the packaged copy. (The tiny
+    backbone stands in for the packaged MiniLM here; tests/test_readme.py runs the real weights.)
+    """
+    import index_corpus
+    import rag_fid
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(index_corpus, "packaged_minilm", lambda: str(tiny_backbone))
+    monkeypatch.setattr(rag_fid, "packaged_minilm", lambda: str(tiny_backbone))
+    assert "--from-yaml examples/pipelines/rag_fid.yaml --index-dir runs/index" in rag_fid.__doc__
+    index = str(tmp_path / "index")
+    index_corpus.main(["--index-dir", index, "--corpus", str(data_dir / "corpus.jsonl")])
+    committed = str(EXAMPLES / "pipelines" / "rag_fid.yaml")
+    rag_fid.main(["--from-yaml", committed, "--index-dir", index, "--reader", str(tiny_t5), "--question", "Who?"])
+    out = capsys.readouterr().out
+    assert "Q: Who?" in out and "A: " in out and "from " in out
+
+
+def test_rag_fid_offline_without_reader_weights_is_one_line_before_loading(
+    tmp_path, data_dir, tiny_backbone, monkeypatch
+):
+    import index_corpus
+    import rag_fid
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    index = str(tmp_path / "index")
+    index_corpus.main(["--index-dir", index, "--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone)])
+    for argv in (
+        ["--index-dir", index, "--model", str(tiny_backbone)],  # the default reader, google/flan-t5-base
+        ["--from-yaml", str(EXAMPLES / "pipelines" / "rag_fid.yaml"), "--index-dir", index],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            rag_fid.main(argv)
+        message = str(exit_info.value.code)
+        assert "'google/flan-t5-base' is not a local folder" in message and "No reader weights are packaged" in message
+        assert "\n" not in message
+
+
+def test_rag_fid_refuses_an_index_built_with_another_model(tmp_path, data_dir, tiny_backbone, tiny_t5):
+    """The encoder check is wired: a query model other than the index's is refused, not silently compared."""
+    import index_corpus
+    import rag_fid
+
+    from tests.conftest import build_tiny_backbone
+
+    other = build_tiny_backbone(tmp_path / "other", seed=1)
+    index = str(tmp_path / "index")
+    index_corpus.main(["--index-dir", index, "--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone)])
+    with pytest.raises(Exception, match="document store was built with encoder"):
+        rag_fid.main(["--index-dir", index, "--model", str(other), "--reader", str(tiny_t5), "--question", "Who?"])
+
+
+@pytest.mark.parametrize(
+    "name", ["quickstart", "index_corpus", "rag_fid", "hybrid_rag", "qdrant_rag", "train_and_plug"]
+)
+def test_every_example_help_imports_nothing_heavy(name):
+    """--help answers without torch, transformers, Haystack or qdrant-client (so without the optional extras too)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(EXAMPLES)!r}); sys.argv = [{name!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({str(EXAMPLES / (name + '.py'))!r}, run_name='__main__')\n"
+        "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "heavy = ('torch', 'transformers', 'haystack', 'qdrant_client', 'sentence_transformers', 'faiss')\n"
+        "print('IMPORTED', sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert "usage:" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "IMPORTED []"
 
 
 def test_committed_rag_yaml_runs_once_its_models_point_at_local_weights(tmp_path, tiny_backbone, tiny_t5, data_dir):
@@ -207,6 +289,54 @@ def test_hybrid_fuses_both_retrievers(data_dir, tiny_backbone, fusion):
     assert bm25_only[:2] == [d.id for d in result["bm25"]["documents"]][:2] and bm25_only[0] == "river#0"
     dense_only, result = fused(0.0)
     assert dense_only[:2] == [d.id for d in result["dense"]["documents"]][:2]
+
+
+def test_hybrid_extractive_without_its_extra_is_one_line_before_indexing(data_dir, tiny_backbone, monkeypatch):
+    import hybrid_rag
+
+    monkeypatch.setattr(hybrid_rag, "extractive_reader_installed", lambda: False)
+    monkeypatch.setattr(hybrid_rag, "build_stores", lambda *a: pytest.fail("indexed before the reader check"))
+    argv = ["--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone), "--reader-kind", "extractive"]
+    with pytest.raises(SystemExit) as exit_info:
+        hybrid_rag.main([*argv, "--reader", "deepset/roberta-base-squad2"])
+    assert str(exit_info.value.code) == (
+        "--reader-kind extractive needs transformers-haystack's TransformersExtractiveReader: "
+        'pip install "haystack-mvr[readers]"'
+    )
+
+
+@pytest.mark.parametrize("kind", ["fid", "extractive"])
+def test_hybrid_reader_offline_is_one_line_before_indexing(data_dir, tiny_backbone, monkeypatch, kind):
+    import hybrid_rag
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hybrid_rag, "extractive_reader_installed", lambda: True)
+    monkeypatch.setattr(hybrid_rag, "build_stores", lambda *a: pytest.fail("indexed before the reader check"))
+    argv = ["--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone), "--reader-kind", kind]
+    with pytest.raises(SystemExit) as exit_info:
+        hybrid_rag.main([*argv, "--reader", "deepset/roberta-base-squad2"])
+    message = str(exit_info.value.code)
+    assert (
+        message.startswith("Model 'deepset/roberta-base-squad2' is not a local folder") and "HF_HUB_OFFLINE" in message
+    )
+
+
+def test_train_and_plug_trains_the_readme_snippet_recipe(tmp_path, data_dir, tiny_backbone, capsys):
+    import train_and_plug
+
+    from haystack_mvr.training.st_training import is_multi_vector_folder
+
+    assert train_and_plug.build_parser().get_default("mode") == "snippet"
+    argv = ["--output-dir", str(tmp_path / "run"), "--data-dir", str(data_dir), "--model", str(tiny_backbone)]
+    train_and_plug.main([*argv, "--max-steps", "2", "--batch-size", "2", "--question", "Who wrote the river book?"])
+    out = capsys.readouterr().out
+    assert "Trained checkpoint" in out and "matched view" in out
+    assert is_multi_vector_folder(tmp_path / "run")
+    arguments = json.loads((tmp_path / "run" / "training_args.json").read_text())
+    assert arguments["mode"] == "snippet" and arguments["normalize"] is True and arguments["temperature"] == 0.05
+    assert arguments["embed_title"] is True
+    modules = (tmp_path / "run" / "modules.json").read_text()
+    assert "SnippetViews" in modules
 
 
 def test_train_and_plug(tmp_path, data_dir, tiny_backbone, capsys):
