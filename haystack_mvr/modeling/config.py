@@ -124,17 +124,9 @@ class MultiViewConfig:
     def _record_sentence_splitter(self) -> None:
         if self.mode == "mvr":  # viewers over the whole document: no snippets, no splitter
             return
-        from haystack_mvr.modeling.sentence_splitting import splitter_name
+        from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter
 
-        active = splitter_name()
-        if self.sentence_splitter and self.sentence_splitter != active:
-            logger.warning(
-                "This encoder's snippets were cut by the %r sentence splitter, this process uses %r: snippet "
-                "boundaries differ (see haystack_mvr/modeling/sentence_splitting.py).",
-                self.sentence_splitter,
-                active,
-            )
-        self.sentence_splitter = active
+        self.sentence_splitter = check_sentence_splitter(self.sentence_splitter)
 
     @property
     def uses_viewer_tokens(self) -> bool:

@@ -99,6 +99,26 @@ def splitter_name() -> str:
     return _splitter()[0]
 
 
+def check_sentence_splitter(recorded: str | None, what: str = "This encoder") -> str:
+    """
+    The splitter this process uses, after comparing it with a ``recorded`` one (a saved checkpoint's or store's):
+    a different recorded splitter is logged as a warning, since snippet boundaries (and results) change. ``None``
+    or ``""`` (saved before splitters were recorded) is not compared.
+    """
+    active = splitter_name()
+    if recorded and recorded != active:
+        logger.warning(
+            "%s's snippets were cut by the %r sentence splitter, this process uses %r: snippet boundaries differ "
+            "(install the recorded one, or set %s=%s to use it; see haystack_mvr/modeling/sentence_splitting.py).",
+            what,
+            recorded,
+            active,
+            ENV_VAR,
+            recorded,
+        )
+    return active
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """
     Character spans ``(start, end)`` of the sentences of ``text``, in order, without surrounding whitespace.

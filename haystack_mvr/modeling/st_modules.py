@@ -59,7 +59,7 @@ from haystack_mvr.modeling.config import (
 )
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, add_viewer_tokens, pooling_weights, viewer_tokens
 from haystack_mvr.modeling.loading import sentence_transformers_defaults
-from haystack_mvr.modeling.sentence_splitting import sentence_spans
+from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter, sentence_spans
 from haystack_mvr.modeling.snippets import Span, merge_groups, snippet_count
 from haystack_mvr.modeling.windows import plan_windows
 
@@ -312,9 +312,18 @@ class SnippetViews(Module):
     :param normalize: L2-normalise every view.
     :param snippet_tokens: Tokens per snippet of a long document (``None``: always ``num_snippets``).
     :param max_views: The most views a document gets, the global one included.
+    :param sentence_splitter: The splitter recorded in a saved model (``None`` for a new one); the module records
+        the one this process uses, and warns when a recorded one differs (snippet boundaries change).
     """
 
-    config_keys: ClassVar[list[str]] = ["num_snippets", "pooling", "normalize", "snippet_tokens", "max_views"]
+    config_keys: ClassVar[list[str]] = [
+        "num_snippets",
+        "pooling",
+        "normalize",
+        "snippet_tokens",
+        "max_views",
+        "sentence_splitter",
+    ]
     forward_kwargs: ClassVar[set[str]] = {"task"}
 
     def __init__(
@@ -324,8 +333,11 @@ class SnippetViews(Module):
         normalize: bool = False,
         snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
         max_views: int = DEFAULT_MAX_VIEWS,
+        sentence_splitter: str | None = None,
     ) -> None:
         super().__init__()
+        # the splitter that cuts this process's snippets, saved with the model; a saved one that differs warns
+        self.sentence_splitter = check_sentence_splitter(sentence_splitter, "This snippet model")
         if pooling not in POOLINGS:
             msg = f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}."
             raise ValueError(msg)
@@ -459,6 +471,7 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
     :param viewer_init: ``"random"`` or ``"cls"``, for viewer tokens added to a plain backbone.
     :param query_length: Query length in tokens, special tokens included.
     :param document_length: Document length in tokens, viewer and special tokens included.
+    :param sentence_splitter: CAMVR: the splitter recorded in a saved model (see ``SnippetViews``).
     """
 
     config_keys: ClassVar[list[str]] = [
@@ -468,6 +481,7 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         "viewer_position",
         "viewer_init",
         "on_truncation",
+        "sentence_splitter",
     ]
 
     def __init__(
@@ -481,6 +495,7 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         query_length: int | None = 64,
         document_length: int | None = 256,
         on_truncation: str = "warn",
+        sentence_splitter: str | None = None,
         **kwargs: Any,
     ) -> None:
         if mode not in ("mvr", "camvr"):
@@ -492,6 +507,10 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         self.viewer_position = viewer_position
         self.viewer_init = viewer_init
         self.on_truncation = on_truncation
+        # CAMVR cuts snippets: the splitter is saved with the model, and a saved one that differs warns
+        self.sentence_splitter = (
+            check_sentence_splitter(sentence_splitter, "This CAMVR model") if mode == "camvr" else None
+        )
         self._builder: tuple[tuple, InputBuilder] | None = None
         config = self.multi_view_config  # validates the options
         missing = [t for t in (QUERY_VIEWER, *viewer_tokens(num_views)) if t not in self.tokenizer.get_vocab()]

@@ -63,3 +63,62 @@ def test_config_records_the_splitter_and_warns_on_a_different_saved_one(splitter
         loaded = MultiViewConfig.from_dict(saved)
     assert loaded.sentence_splitter == "punkt-untrained"  # what this process really cuts with
     assert any("'punkt-english' sentence splitter" in r.getMessage() for r in caplog.records)
+
+
+def _view_module_config(checkpoint) -> tuple:
+    """The path and JSON of the config a saved checkpoint's splitter lives in (SnippetViews, or CAMVR's
+    ViewerTransformer)."""
+    import json
+
+    for module in json.loads((checkpoint / "modules.json").read_text()):
+        kind = module["type"].rsplit(".", 1)[-1]
+        name = {"SnippetViews": "config.json", "ViewerTransformer": "sentence_bert_config.json"}.get(kind)
+        if name:
+            path = checkpoint / module["path"] / name
+            if kind == "SnippetViews" or json.loads(path.read_text()).get("mode") == "camvr":
+                return path, json.loads(path.read_text())
+    raise AssertionError("no module of the checkpoint records a splitter")
+
+
+@pytest.mark.parametrize("mode", ["snippet", "camvr"])
+def test_checkpoints_record_the_splitter_and_warn_when_another_is_active(
+    mode, splitter, tiny_backbone, tmp_path, caplog
+):
+    """Issue 32 item 7: a saved snippet or CAMVR checkpoint says which splitter cut its snippets; loading it where
+    another splitter is active warns (and the reloaded model records the active one, which cuts from now on)."""
+    import json
+
+    from sentence_transformers import MultiVectorEncoder
+
+    from haystack_mvr.modeling import st_modules
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
+    splitter(sentence_splitting.UNTRAINED)
+    if mode == "snippet":
+        model = st_modules.snippet_encoder(str(tiny_backbone), num_snippets=2)
+    else:
+        model = st_modules.viewer_encoder(str(tiny_backbone), mode="camvr", views=2)
+    model.save(str(tmp_path / "model"))
+    path, config = _view_module_config(tmp_path / "model")
+    assert config["sentence_splitter"] == "punkt-untrained"
+
+    with caplog.at_level(logging.WARNING):
+        MultiVectorEncoder(str(tmp_path / "model"), trust_remote_code=True)
+    assert not any("sentence splitter" in r.getMessage() for r in caplog.records)  # the same splitter: silent
+
+    path.write_text(json.dumps(config | {"sentence_splitter": "punkt-english"}), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        encoder = open_encoder(str(tmp_path / "model"), "cpu")  # the embedders' loader
+    warnings = [r.getMessage() for r in caplog.records if "sentence splitter" in r.getMessage()]
+    assert warnings and "'punkt-english' sentence splitter, this process uses 'punkt-untrained'" in warnings[0]
+    assert encoder.config.sentence_splitter == "punkt-untrained"
+
+
+def test_mvr_checkpoints_record_no_splitter(splitter, tiny_backbone, tmp_path):
+    from haystack_mvr.modeling import st_modules
+
+    splitter(sentence_splitting.UNTRAINED)
+    st_modules.viewer_encoder(str(tiny_backbone), mode="mvr", views=2).save(str(tmp_path / "model"))
+    config = (tmp_path / "model" / "sentence_bert_config.json").read_text()
+    assert '"sentence_splitter": null' in config
