@@ -238,17 +238,31 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         step = max(documents, MIN_WINDOWS_PER_PASS)
         if rows <= step:
             return super().forward(features, **kwargs)
-        # a long document's windows: batched passes of at most `step` rows, as many as the batch's documents
+        # a long document's windows: passes of at most `step` rows (as many as the batch's documents), rows taken
+        # longest first so that each pass is padded only to its own longest row (a document's short last window
+        # costs its own tokens, as sorted batching gives sentence-transformers' encode)
         output = self.module_output_name or "token_embeddings"
         backbone = {k: v for k, v in features.items() if k not in _EXTRA_FEATURES}
+        mask = features["attention_mask"]
+        width = int(mask.shape[1])
+        lengths = mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
         states = []
         for begin in range(0, rows, step):
-            chunk = {
-                k: v[begin : begin + step] if isinstance(v, Tensor) and v.ndim and v.shape[0] == rows else v
-                for k, v in backbone.items()
-            }
-            states.append(super().forward(chunk, **kwargs)[output])
-        features[output] = torch.cat(states, dim=0)
+            picked = order[begin : begin + step]
+            longest = int(lengths[picked].max())
+            chunk = {}
+            for k, v in backbone.items():
+                if isinstance(v, Tensor) and v.ndim and v.shape[0] == rows:
+                    v = v[picked.to(v.device)]
+                    if v.ndim >= 2 and v.shape[1] == width:
+                        v = v[:, :longest]
+                chunk[k] = v
+            part = super().forward(chunk, **kwargs)[output]
+            states.append(F.pad(part, (0, 0, 0, width - part.shape[1])))
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(rows, device=order.device)
+        features[output] = torch.cat(states, dim=0)[inverse.to(states[0].device)]
         return features
 
 
