@@ -9,7 +9,9 @@ A point holds:
   a document without vectors has neither;
 - payload: the document without its views (``id``, ``content``, ``blob``, ``meta``, ``sparse_embedding``), the
   snippet spans kept in ``meta["mvr_view_spans"]``, ``embedding`` only when the document's own differs from
-  view 0, and ``SEQ_KEY``, the write order (documents are listed in the order they were written).
+  view 0, ``SEQ_KEY``, the write order (documents are listed in the order they were written), and
+  ``EMPTY_LIST_KEY``, a marker for each meta path holding ``[]`` (Qdrant cannot tell ``[]`` from a missing key;
+  the filters need to, see ``filters.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from haystack import Document
 from qdrant_client.http import models
 
+from haystack_mvr.document_stores.qdrant.filters import EMPTY_LIST_KEY, empty_list_markers
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, embedding_repeats_first_view, extract_views
 
 POINT_NAMESPACE = uuid.UUID("6f0f5b1e-7c1d-5a53-9a8e-3c2f1b9d4e71")
@@ -31,6 +34,7 @@ GLOBAL_VECTOR = "mvr_global"
 SEQ_KEY = "_mvr_seq"
 #: Qdrant refuses a multivector with more numbers than this (views x dimension).
 MAX_MULTIVECTOR_FLOATS = 1_048_576
+_INTERNAL_KEYS = (SEQ_KEY, EMPTY_LIST_KEY)
 
 
 def point_id(document_id: str) -> str:
@@ -91,6 +95,9 @@ def to_point(prepared: PreparedDocument, seq: int, global_view: bool) -> models.
     if payload.get("embedding") is None:
         payload.pop("embedding", None)
     payload[SEQ_KEY] = seq
+    markers = dict.fromkeys(empty_list_markers(prepared.document.meta), True)
+    if markers:
+        payload[EMPTY_LIST_KEY] = markers
     vector: dict[str, Any] = {}
     if prepared.views is not None:
         vector[VIEWS_VECTOR] = prepared.views.tolist()
@@ -105,7 +112,7 @@ def to_document(payload: dict[str, Any], first_view: list[float] | None = None) 
 
     :param first_view: View 0, put back as ``embedding`` when the document has none of its own.
     """
-    data = {k: v for k, v in payload.items() if k != SEQ_KEY}
+    data = {k: v for k, v in payload.items() if k not in _INTERNAL_KEYS}
     if data.get("embedding") is None and first_view is not None:
         data["embedding"] = [float(x) for x in first_view]
     return Document.from_dict(data)

@@ -23,12 +23,14 @@ import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
 from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
+from haystack.errors import FilterError
 from haystack.utils import Secret, deserialize_secrets_inplace
 from pydantic import TypeAdapter, ValidationError
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models
 
 from haystack_mvr.document_stores import metadata_queries
+from haystack_mvr.document_stores.compiled_filters import compile_filter
 from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import (
@@ -38,7 +40,12 @@ from haystack_mvr.document_stores.qdrant.converters import (
     VIEWS_VECTOR,
     PreparedDocument,
 )
-from haystack_mvr.document_stores.qdrant.filters import convert_filters
+from haystack_mvr.document_stores.qdrant.filters import (
+    EMPTY_LIST_KEY,
+    QdrantFilter,
+    convert_filters,
+    empty_list_markers,
+)
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match
 
@@ -583,7 +590,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             if collection is None:
                 return []
             vector = collection.first_view_vector
-            return list(self._scroll(qfilter, with_vectors=[vector] if vector else False))
+            return list(self._scroll(self._resolve(qfilter), with_vectors=[vector] if vector else False))
 
         records = self._read(scroll)
         records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
@@ -675,11 +682,12 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many."""
-        qfilter = convert_filters(filters) or models.Filter()
+        plan = convert_filters(filters)
 
         def delete(collection: _Collection | None) -> int:
             if collection is None:
                 return 0
+            qfilter = self._resolve(plan) or models.Filter()
             count = self.client.count(self.index, count_filter=qfilter, exact=True).count
             if count:
                 self.client.delete(self.index, points_selector=models.FilterSelector(filter=qfilter), wait=True)
@@ -698,22 +706,32 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
                 "write the documents again instead."
             )
             raise ValueError(msg)
-        qfilter = convert_filters(filters) or models.Filter()
+        plan = convert_filters(filters)
+        markers = dict.fromkeys(empty_list_markers(meta), True)
 
         def update(collection: _Collection | None) -> int:
             if collection is None:
                 return 0
-            count = self.client.count(self.index, count_filter=qfilter, exact=True).count
+            qfilter: Any = self._resolve(plan) or models.Filter()
+            if markers:  # a key set to []: mark it on exactly the points updated (ids: the meta update moves them)
+                qfilter = models.PointIdsList(points=[r.id for r in self._scroll(qfilter, with_vectors=False)])
+                count = len(qfilter.points)
+            else:
+                count = self.client.count(self.index, count_filter=qfilter, exact=True).count
             if count and meta:
                 self.client.set_payload(self.index, payload=meta, key="meta", points=qfilter, wait=True)
+                if markers:  # an older marker of a key set to a value is harmless: such documents are re-checked
+                    self.client.set_payload(self.index, payload=markers, key=EMPTY_LIST_KEY, points=qfilter, wait=True)
             return count
 
         return self._read(update)
 
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
-        qfilter = convert_filters(filters)
+        plan = convert_filters(filters)
         return self._read(
-            lambda c: 0 if c is None else self.client.count(self.index, count_filter=qfilter, exact=True).count
+            lambda c: (
+                0 if c is None else self.client.count(self.index, count_filter=self._resolve(plan), exact=True).count
+            )
         )
 
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
@@ -779,7 +797,8 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             if collection is None or collection.dim is None or not len(queries):
                 return None
             _check_query_dim(queries, collection.dim)
-            requests = [self._request(q, top_k, qfilter) for q in queries]
+            resolved = self._resolve(qfilter)
+            requests = [self._request(q, top_k, resolved) for q in queries]
             if single:
                 return [self.client.query_points(self.index, **_as_kwargs(requests[0]))]
             return self.client.query_batch_points(self.index, requests=requests)
@@ -822,7 +841,8 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             if collection is None or collection.dim is None or not len(queries):
                 return None
             _check_query_dim(queries, collection.dim)
-            requests = [self._request(q, top_k, qfilter) for q in queries]
+            resolved = await asyncio.to_thread(self._locked_resolve, qfilter)
+            requests = [self._request(q, top_k, resolved) for q in queries]
             return await self._get_async_client().query_batch_points(self.index, requests=requests)
 
         responses = await self._read_async(query)
@@ -873,7 +893,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     @staticmethod
     def _search_inputs(
         query_embeddings: Any, top_k: int, filters: dict[str, Any] | None, *, single: bool
-    ) -> tuple[np.ndarray, models.Filter | None]:
+    ) -> tuple[np.ndarray, QdrantFilter | None]:
         if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
             msg = f"top_k must be a positive integer, got {top_k!r}."
             raise ValueError(msg)
@@ -927,9 +947,39 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         def scroll(collection: _Collection | None) -> list[Document]:
             if collection is None:
                 return []
-            return [converters.to_document(r.payload) for r in self._scroll(qfilter, with_vectors=False)]
+            return [converters.to_document(r.payload) for r in self._scroll(self._resolve(qfilter), with_vectors=False)]
 
         return self._read(scroll)
+
+    def _resolve(self, plan: QdrantFilter | None) -> models.Filter | None:
+        """
+        The Qdrant filter selecting exactly what the Haystack filter selects, now (call it under the lock).
+
+        The documents ``plan.verify`` selects (usually none) are read and the Haystack filter is evaluated on each
+        in Python: where it raises, this raises ``FilterError``; those it selects are added by id.
+        """
+        if plan is None:
+            return None
+        if plan.verify is None:
+            return plan.lower
+        match = compile_filter(plan.filters)
+        selected = []
+        for record in self._scroll(models.Filter(must=[plan.verify]), with_vectors=False):
+            document = converters.to_document(record.payload)
+            try:
+                matched = match(document)
+            except (FilterError, TypeError, ValueError) as e:
+                msg = f"Filter {plan.filters} cannot be evaluated on document {document.id!r}: {e}"
+                raise FilterError(msg) from e
+            if matched:
+                selected.append(record.id)
+        if not selected:
+            return plan.lower
+        return models.Filter(should=[plan.lower, models.HasIdCondition(has_id=selected)])
+
+    def _locked_resolve(self, plan: QdrantFilter | None) -> models.Filter | None:
+        with self._lock:
+            return self._resolve(plan)
 
     def _next_seq(self) -> int:
         self._last_seq = max(self._last_seq + 1, time.time_ns())

@@ -184,7 +184,7 @@ def test_bad_input_loses_nothing(store):
     with pytest.raises(ValueError, match="document ids"):
         store.delete_documents("d0")
     with pytest.raises(FilterError):
-        store.search([1.0, 0.0], filters={"field": "meta.x", "operator": ">", "value": "abc"})
+        store.search([1.0, 0.0], filters={"field": "meta.x", "operator": "in", "value": "abc"})
     assert [d.id for d in store.filter_documents()] == ["d0"]
     assert [h.id for h in store.search([1.0, 0.0], top_k=5)] == ["d0"]
 
