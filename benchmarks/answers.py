@@ -134,6 +134,27 @@ def training_budget(folder: Path) -> dict:
     return json.loads(summary.read_text(encoding="utf-8")) if summary.exists() else {}
 
 
+def merged(previous: dict, payload: dict) -> dict:
+    """``payload``'s readers added to ``previous`` (same questions and top k); rows matched by system and context."""
+    if (previous["questions"], previous["top_k"]) != (payload["questions"], payload["top_k"]):
+        msg = "answers.json holds another question sample or top k; run without --merge."
+        raise SystemExit(msg)
+    rows = {(r["system"], r["context"]): r for r in previous["rows"]}
+    for row in payload["rows"]:
+        key = (row["system"], row["context"])
+        if key in rows:
+            rows[key]["readers"].update(row["readers"])
+        else:
+            rows[key] = row
+    machines = sorted({previous["machine"], payload["machine"]})
+    return {
+        **payload,
+        "machine": machines[0] if len(machines) == 1 else " / ".join(machines),
+        "readers": {**previous["readers"], **payload["readers"]},
+        "rows": list(rows.values()),
+    }
+
+
 def markdown(payload: dict) -> str:
     readers = list(payload["readers"])
     head = ["retrieval", "context", "gold R@k", "answer in context", "context tokens / q", "retrieval ms"]
@@ -183,6 +204,11 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/answers-cache"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--retrieve-only", action="store_true", help="Fill the retrieval cache and stop.")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="Add this run's readers to an answers.json of the same questions (e.g. one reader per run).",
+    )
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.threads:
@@ -249,6 +275,9 @@ def main() -> None:
         "metrics_are": "fractions (EM, F1, gold_in_context, context_has_answer); tokens and ms: means per question",
         "rows": rows,
     }
+    previous_path = args.output_dir / "answers.json"
+    if args.merge and previous_path.exists():
+        payload = merged(json.loads(previous_path.read_text(encoding="utf-8")), payload)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "answers.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     (args.output_dir / "answers.md").write_text(markdown(payload), encoding="utf-8")

@@ -3,9 +3,9 @@ Fusion-in-Decoder (Izacard & Grave, 2021, "Leveraging Passage Retrieval with Gen
 Question Answering", Sec. 3): torch + transformers only, never imports haystack.
 
 Each ``question: ... title: ... context: ...`` input is encoded *on its own* by the encoder of a seq2seq model
-(T5, Flan-T5, BART ...), so the encoder cost grows linearly with the number of passages. The encoder states of
-all passages are then concatenated along the sequence axis and *one* decoder attends over all of them while it
-generates the answer: the evidence is fused in the decoder.
+(T5, Flan-T5, BART, a bert2bert ``EncoderDecoderModel`` ...), so the encoder cost grows linearly with the number
+of passages. The encoder states of all passages are then concatenated along the sequence axis and *one* decoder
+attends over all of them while it generates the answer: the evidence is fused in the decoder.
 
 Padding positions are dropped before the concatenation. Cross-attention has no position bias and padded
 positions are masked out anyway, so this is exactly what the paper computes, with a shorter fused sequence.

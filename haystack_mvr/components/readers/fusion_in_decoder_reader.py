@@ -60,7 +60,8 @@ class FusionInDecoderReader:
         """
         Create a FusionInDecoderReader.
 
-        :param model: A seq2seq (encoder-decoder) model name or path, loaded with ``AutoModelForSeq2SeqLM``. A
+        :param model: A seq2seq (encoder-decoder) model name or path, loaded with ``AutoModelForSeq2SeqLM``: a T5 /
+            BART checkpoint, or a bert2bert ``EncoderDecoderModel`` from ``haystack-mvr train-reader --kind fid``. A
             missing folder, or a hub id that is not cached on an offline machine, raises ``ModelNotFoundError`` at
             ``warm_up`` at once (no download retries).
         :param device: The device to run on; ``None`` picks the best available one.
