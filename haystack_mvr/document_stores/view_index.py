@@ -295,6 +295,14 @@ class ViewIndex:
                 return held[key]
         return self._reconstruct(labels_of(key, self._counts[key]))
 
+    def views_of_keys(self, keys: np.ndarray) -> list[np.ndarray]:
+        """:meth:`views_of` for several documents, the reconstructed ones in one FAISS call."""
+        held = self._kept if self.keeps_rows else self._staging if self._index is None else None
+        if held is not None or len(keys) < 2:
+            return [self.views_of(int(k)) for k in keys]
+        _, vectors = self.rows_of(keys)
+        return np.split(vectors, np.cumsum([self._counts[int(k)] for k in keys[:-1]]))
+
     def _reconstruct(self, labels: np.ndarray) -> np.ndarray:
         if len(labels) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -479,17 +487,10 @@ class ViewIndex:
                 labels = _flat_top_k(queries[todo], k, *flat)
             else:
                 _, labels = index.search(queries[todo], k, params=params)
-            short = []
-            for row, qi in enumerate(todo):
-                found = labels[row]
-                found = found[found >= 0]
-                if post_filter is not None:
-                    found = found[np.isin(found, post_filter)]
-                elif excluded is not None:
-                    found = found[~np.isin(found, excluded)]
-                results[qi] = _unique_in_order(keys_of(found))
-                if len(results[qi]) < want and k < limit:
-                    short.append(qi)
+            found, counts = _collapse(labels, want, post_filter, excluded)
+            for qi, keys in zip(todo.tolist(), found, strict=True):
+                results[qi] = keys
+            short = todo[counts < want].tolist() if k < limit else []
             wider = int(min(limit, 2 * k, cap or limit))
             if wider == k:  # at the depth cap
                 deeper.extend(qi for qi in short if len(results[qi]) < (enough or want))
@@ -663,6 +664,8 @@ def _reconstruct_rotated(index: faiss.Index, labels: np.ndarray) -> np.ndarray |
     11 ms to decode and 41 ms to rotate). ``None`` where that does not apply (the caller asks FAISS)."""
     ids = labels
     if isinstance(index, faiss.IndexIDMap2):
+        if not isinstance(faiss.downcast_index(index.index), faiss.IndexPreTransform):
+            return None
         id_map = faiss.rev_swig_ptr(index.id_map.data(), index.id_map.size())
         ids = np.searchsorted(id_map, labels)  # the store appends labels in increasing order and removal keeps it
         if not len(id_map) or ids.max() >= len(id_map) or not np.array_equal(id_map[ids], labels):
@@ -700,35 +703,87 @@ def _reserve(index: faiss.Index, rows: int) -> None:
     index.id_map.resize(n)
 
 
+_FIRST_BLOCK_ROWS = 4096  # rows whose best k set the first thresholds of a batched Flat search
+_BLOCK_SCORES = 1 << 20  # scores per block of a batched Flat search (4 MiB: 16,384 rows for 64 queries)
+
+
 def _flat_top_k(queries: np.ndarray, k: int, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The labels of each query's ``k`` best rows by inner product, best first: exact, like ``IndexFlatIP``."""
-    n = len(rows)
+    """The labels of each query's ``k`` best rows by inner product, best first: exact, like ``IndexFlatIP``.
+
+    One sgemm per block of rows (``rows @ queries.T`` into a reused buffer: the faster orientation), then a
+    threshold per query: a row can enter a query's best ``k`` only when it scores above the ``k``-th best so far,
+    so after a small first block only a few scores per block pass one vectorised comparison (every query at once)
+    and are merged with the best ``k`` in one small partition. A partition of every score of every block cost as
+    much as the sgemm. Rows tied at the ``k``-th best score are chosen among arbitrarily; the scores returned are
+    exactly the best ``k``.
+    """
+    n, nq = len(rows), len(queries)
     k = min(k, n)
-    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
-    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
-    block = max(k, (1 << 24) // max(1, len(queries)))  # at most 16M scores (64 MiB) at a time
-    for lo in range(0, n, block):
-        scores = queries @ rows[lo : lo + block].T
-        take = min(k, scores.shape[1])
-        part = np.argpartition(-scores, take - 1, axis=1)[:, :take] if take < scores.shape[1] else None
-        if part is None:
-            part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-        merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, part, 1)], axis=1)
-        merged_rows = np.concatenate([best_rows, part + lo], axis=1)
-        if merged_scores.shape[1] > k:
-            keep = np.argpartition(-merged_scores, k - 1, axis=1)[:, :k]
-            merged_scores = np.take_along_axis(merged_scores, keep, 1)
-            merged_rows = np.take_along_axis(merged_rows, keep, 1)
-        best_scores, best_rows = merged_scores, merged_rows
+    first = min(n, max(_FIRST_BLOCK_ROWS, 4 * k))
+    scores = rows[:first] @ queries.T  # (rows, queries)
+    if k < first:
+        best_rows = np.ascontiguousarray(np.argpartition(scores, first - k, axis=0)[first - k :].T)
+    else:
+        best_rows = np.broadcast_to(np.arange(first), (nq, first)).copy()
+    best_scores = np.take_along_axis(scores.T, best_rows, 1)
+    threshold = best_scores.min(axis=1)  # the k-th best score so far, per query
+    block = max(first, _BLOCK_SCORES // max(1, nq))
+    buffer = np.empty((min(block, max(0, n - first)), nq), dtype=np.float32)
+    transposed = queries.T
+    for lo in range(first, n, block):
+        hi = min(n, lo + block)
+        scores = np.matmul(rows[lo:hi], transposed, out=buffer[: hi - lo])
+        hits = np.flatnonzero(scores > threshold)  # flat: far faster than a 2-D np.nonzero
+        if not len(hits):
+            continue
+        new_scores = scores.reshape(-1)[hits]
+        row, query = np.divmod(hits, nq)
+        order = np.argsort(query, kind="stable")
+        row, query, new_scores = row[order] + lo, query[order], new_scores[order]
+        per_query = np.bincount(query, minlength=nq)
+        width = k + int(per_query.max())
+        merged_scores = np.full((nq, width), -np.inf, dtype=np.float32)
+        merged_rows = np.zeros((nq, width), dtype=np.int64)
+        merged_scores[:, :k], merged_rows[:, :k] = best_scores, best_rows
+        column = k + np.arange(len(query)) - np.repeat(np.cumsum(per_query) - per_query, per_query)
+        merged_scores[query, column], merged_rows[query, column] = new_scores, row
+        keep = np.argpartition(merged_scores, width - k, axis=1)[:, width - k :]
+        best_scores = np.take_along_axis(merged_scores, keep, 1)
+        best_rows = np.take_along_axis(merged_rows, keep, 1)
+        threshold = best_scores.min(axis=1)
     order = np.argsort(-best_scores, axis=1, kind="stable")
     return labels[np.take_along_axis(best_rows, order, 1)]
 
 
-def _unique_in_order(keys: np.ndarray) -> np.ndarray:
-    """Each key once, at its first (best) position."""
-    _, first = np.unique(keys, return_index=True)
-    first.sort()
-    return keys[first]
+def _collapse(
+    labels: np.ndarray, want: int, post_filter: np.ndarray | None = None, excluded: np.ndarray | None = None
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rows to documents for every query at once: each query's first ``want`` distinct document keys in the order
+    of its ``(n, k)`` row ``labels`` (best first), and how many distinct keys each query found.
+
+    Labels below 0 (FAISS's "no row"), outside ``post_filter`` or in ``excluded`` are skipped. A document's first
+    (best) row is where it ranks; its later rows are duplicates. One stable sort of the whole matrix, no loop over
+    queries.
+    """
+    valid = labels >= 0
+    if post_filter is not None:
+        valid &= np.isin(labels, post_filter)
+    elif excluded is not None:
+        valid &= ~np.isin(labels, excluded)
+    keys = np.where(valid, keys_of(labels), -1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    ordered = np.take_along_axis(keys, order, 1)
+    first = np.ones(ordered.shape, dtype=bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first &= ordered >= 0
+    distinct = np.zeros(keys.shape, dtype=bool)
+    np.put_along_axis(distinct, order, first, 1)
+    rank = np.cumsum(distinct, axis=1)
+    counts = rank[:, -1] if rank.shape[1] else np.zeros(len(keys), dtype=np.int64)
+    taken = distinct & (rank <= want)
+    flat = keys[taken]  # row-major: each query's keys in their order, queries one after the other
+    found = np.split(flat, np.cumsum(np.minimum(counts, want))[:-1]) if len(keys) else []
+    return found, counts
 
 
 def _reconstructs_exactly(base: faiss.Index) -> bool:
