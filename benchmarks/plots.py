@@ -1,6 +1,6 @@
 """Plots of the committed quality results: readable per-tier charts and the README's quality-against-cost picture.
 
-    python benchmarks/plots.py            # rewrites benchmarks/results/{squad-mv,squad-mv+20k,headline}.png
+    python -m benchmarks.plots            # rewrites benchmarks/results/{squad-mv,squad-mv+20k,headline}.png
 
 Reads only benchmarks/results/<tier>.json (no benchmark is re-run); quality.py calls ``plot_tier`` after a run.
 """
@@ -195,6 +195,9 @@ def plot_headline(results: dict[str, dict[str, float]], path: Path) -> None:
 
 
 def main() -> None:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     for tier in ("squad-mv", "squad-mv+20k"):
         payload = json.loads((RESULTS / f"{tier}.json").read_text(encoding="utf-8"))
         title = f"{tier}: {payload['documents']:,} documents, {payload['questions']:,} dev questions"

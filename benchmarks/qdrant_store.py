@@ -1,7 +1,7 @@
 """Qdrant multi-view store vs the FAISS Flat store on the same views (issue #14).
 
-    python benchmarks/qdrant_store.py                    # squad-mv, dev questions; ~5 min encoding on 2 cores
-    python benchmarks/qdrant_store.py --limit-questions 100
+    python -m benchmarks.qdrant_store                    # squad-mv, dev questions; ~5 min encoding on 2 cores
+    python -m benchmarks.qdrant_store --limit-questions 100
 
 The squad-mv corpus (2,067 paragraphs, title embedded before the text as in ``quality.py``) is encoded ONCE by
 the packaged all-MiniLM-L6-v2 in snippet mode, and the dev questions (``haystack_mvr.datasets.DEV_ARTICLES``)
@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from haystack import Document
-from packaged_model import packaged_minilm
 
+from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
 from haystack_mvr.views import SPANS_KEY, attach_views, document_views
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
 TIE_TOLERANCE = 1e-5
 
@@ -142,8 +140,8 @@ def compare(docs: list[Document], questions, queries: np.ndarray, args: argparse
     )
     quality = {name: evaluate_ranking(RankedResults(list(questions), lists)) for name, lists in ranked.items()}
     result = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.processor() or platform.machine()}, shared 2-core VM, torch/FAISS 1 thread",
+        "date": utc_now(),
+        "machine": machine_label(threads=1),
         "qdrant_client": _version("qdrant-client"),
         "mode": "qdrant-client local mode (location=':memory:', pure-Python engine), exact=True",
         "documents": len(docs),
@@ -166,9 +164,7 @@ def compare(docs: list[Document], questions, queries: np.ndarray, args: argparse
     )
     if not args.no_edge:
         result["edge"] = edge_recall(docs, queries, ranked["faiss"], args.hnsw_ef)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "qdrant_store.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (args.output_dir / "qdrant_store.md").write_text(markdown(result), encoding="utf-8")
+    write_results(args.output_dir / "qdrant_store", result, markdown=markdown(result))
     print(markdown(result))
 
 
@@ -259,7 +255,7 @@ def markdown(r: dict) -> str:
         "",
         f"{r['date']}; {r['machine']}; qdrant-client {r['qdrant_client']}, {r['mode']}.",
         f"squad-mv: {r['documents']:,} documents, {r['views']:,} snippet-mode views (packaged all-MiniLM-L6-v2, "
-        f"d={r['dim']}), {r['questions']:,} dev questions. `python benchmarks/qdrant_store.py`",
+        f"d={r['dim']}), {r['questions']:,} dev questions. `python -m benchmarks.qdrant_store`",
         "",
         f"**Rankings**: top-{r['top_k_compared']} identical for {r['identical_rankings']:,} of {r['questions']:,} "
         f"questions; largest score difference {r['max_abs_score_difference']:.1e}.",

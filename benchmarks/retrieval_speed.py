@@ -1,7 +1,7 @@
 """Query latency, throughput, recall and memory of multi-view retrieval against raw FAISS and Haystack (issue #4).
 
-    python benchmarks/retrieval_speed.py                       # 10^5 and 10^6 view vectors, ~15 min on 2 cores
-    python benchmarks/retrieval_speed.py --sizes 20000 --queries 20 --k-sweep 4,8   # smoke test
+    python -m benchmarks.retrieval_speed                       # 10^5 and 10^6 view vectors, ~15 min on 2 cores
+    python -m benchmarks.retrieval_speed --sizes 20000 --queries 20 --k-sweep 4,8   # smoke test
 
 Synthetic, seeded corpus: d=384 float32 unit vectors; documents of k views each. Every document has a centre
 drawn around one of 1000 topics, and its views are the centre plus noise (cosine to the centre ~0.8), so views
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -41,11 +39,11 @@ import numpy as np
 import torch
 from haystack import Document
 
+from benchmarks.harness import RESULTS, machine_info, utc_now, write_results
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.views import VIEWS_KEY, attach_views
 
-RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_INDEXES = [
     "Flat",
     "HNSW32@efSearch=64,128",
@@ -478,7 +476,7 @@ def render(results: dict) -> str:
     lines = [
         "# Retrieval speed: multi-view store vs raw FAISS vs Haystack InMemory (issue #4)",
         "",
-        f"machine: {m['node']} ({m['platform']}), {m['cpu_count']} CPUs, faiss {m['faiss']} with "
+        f"machine: {m['node']} ({m['platform']}), {m['cpus']} CPUs, faiss {m['faiss']} with "
         f"{m['faiss_threads']} OpenMP threads, torch {m['torch']} with {m['torch_threads']} threads; "
         f"run {results['date']} ({results.get('wall_s', 0) / 60:.1f} min)",
         "",
@@ -750,18 +748,14 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     results: dict[str, Any] = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "machine": {
-            "node": platform.node(),
-            "platform": platform.platform(),
-            "processor": platform.processor(),
-            "cpu_count": os.cpu_count(),
+            **machine_info(),
             "faiss": faiss.__version__,
             "faiss_threads": faiss.omp_get_max_threads(),
             "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(),
             "numpy": np.__version__,
-            "python": platform.python_version(),
         },
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "data_model": {
@@ -784,8 +778,7 @@ def main() -> None:
         measured = [e["size"] for e in results["indexes"]]
         results["k_sweep"] = k_sweep_rows(results, max(measured), k_sweep, args) if measured else []
         results["summary"] = summary_lines(results, args)
-        (out_dir / "retrieval_speed.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        (out_dir / "retrieval_speed.md").write_text(render(results), encoding="utf-8")
+        write_results(out_dir / "retrieval_speed", results, markdown=render(results), indent=1)
         plot(results, out_dir / "retrieval_speed.png")
 
     log(f"roofline ({args.threads} threads)")

@@ -1,7 +1,7 @@
 """What a snippet-mode training step costs besides the model: collation, and one forward for all document columns.
 
-    python benchmarks/snippet_training_step.py                 # the packaged all-MiniLM-L6-v2, on the CPU
-    python benchmarks/snippet_training_step.py --device cuda
+    python -m benchmarks.snippet_training_step                 # the packaged all-MiniLM-L6-v2, on the CPU
+    python -m benchmarks.snippet_training_step --device cuda
 
 On the H100, snippet-mode training ran 4-5x fewer steps per second than MVR / CAMVR at the same batch. Two costs
 of snippet mode come before the model, and this measures both against the versions they replaced, alternately on
@@ -23,26 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import statistics
 import types
 from bisect import bisect_left
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from packaged_model import packaged_minilm
 from sentence_transformers.base.losses.merged_forward import column_merging_disabled
 from sentence_transformers.base.modules import Transformer
-from timing import alternate
 
+from benchmarks.harness import RESULTS, alternate, machine_label, write_results
+from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.modeling import st_modules
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 from haystack_mvr.training.data_collator import MultiViewDataCollator
 from haystack_mvr.training.losses import MultiViewGlobalLocalLoss
 
-RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad-mv"
 
 
@@ -177,7 +174,7 @@ def main() -> None:
     assert loss_difference < 1e-4, loss_difference
 
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
-    machine = f"{platform.node()} ({device}, {args.threads} torch thread(s), torch {torch.__version__})"
+    machine = machine_label(threads=args.threads, device=args.device, detail=f"torch {torch.__version__}")
     lines = [
         f"# A snippet-mode training step besides the model ({args.model or 'all-MiniLM-L6-v2, packaged'})",
         "",
@@ -193,12 +190,8 @@ def main() -> None:
         "",
         *table(steps, "a forward per document column (replaced)"),
     ]
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / "snippet_training_step"
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     payload = {
         "machine": machine,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model": backbone,
         "collate_batch": args.collate_batch,
         "step_batch": args.step_batch,
@@ -206,7 +199,7 @@ def main() -> None:
         "collate_seconds": collate,
         "step_seconds": steps,
     }
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_results(args.output_dir / "snippet_training_step", payload, markdown="\n".join(lines))
     print("\n".join(lines))
 
 

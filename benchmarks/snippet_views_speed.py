@@ -1,6 +1,6 @@
 """Cost of ``SnippetViews.forward`` (snippet-mode pooling) against the element-by-element version it replaced.
 
-    python benchmarks/snippet_views_speed.py --device cuda
+    python -m benchmarks.snippet_views_speed --device cuda
 
 On a GPU the replaced version wrote each view's weights, mask and span into device tensors one element at a
 time: a kernel launch per write and a synchronisation per document (``int(mask[b].sum())``). The current one
@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import platform
 import random
 import statistics
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from timing import alternate
 
+from benchmarks.harness import RESULTS, alternate, machine_label, write_results
 from haystack_mvr.modeling.inputs import pooling_weights
 from haystack_mvr.modeling.snippets import merge_to_n
 from haystack_mvr.modeling.st_modules import SENTENCES, SnippetViews
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def element_by_element(module: SnippetViews, states, mask, sentences):
@@ -103,8 +98,7 @@ def main() -> None:
     )
     medians = {name: statistics.median(times) for name, times in runs.items()}
     base = medians["element by element (replaced)"]
-    device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
-    machine = f"{platform.node()} ({device}, torch {torch.__version__})"
+    machine = machine_label(device=args.device, detail=f"torch {torch.__version__}")
     lines = [
         f"# SnippetViews.forward, {args.batch} documents x {args.length} tokens x d = {args.dim}, 8 snippets "
         f"(median of {args.repeats} alternating runs)",
@@ -118,19 +112,15 @@ def main() -> None:
         q = statistics.quantiles(times, n=10)
         spread = f"{1000 * q[0]:.2f}-{1000 * q[-1]:.2f}"
         lines.append(f"| {name} | {1000 * medians[name]:.2f} | {spread} | {base / medians[name]:.1f}x |")
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / "snippet_views_speed"
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     payload = {
         "machine": machine,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "batch": args.batch,
         "length": args.length,
         "dim": args.dim,
         "max_abs_difference": difference,
         "seconds": runs,
     }
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_results(args.output_dir / "snippet_views_speed", payload, markdown="\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,8 +1,8 @@
 """Issue 13 benchmarks for FaissMultiViewDocumentStore (stable ids, exact filtered search, batched search, I/O).
 
-    python benchmarks/store_benchmarks.py                      # every part, sizes below (~15 min on 2 cores)
-    python benchmarks/store_benchmarks.py --parts batch io     # some parts
-    python benchmarks/store_benchmarks.py --streaming-views 10000000
+    python -m benchmarks.store_benchmarks                      # every part, sizes below (~15 min on 2 cores)
+    python -m benchmarks.store_benchmarks --parts batch io     # some parts
+    python -m benchmarks.store_benchmarks --streaming-views 10000000
 
 Parts (each writes ``benchmarks/results/store_<part>.{json,md}``; synthetic seeded corpus of ``retrieval_speed.py``:
 d=384 unit vectors, 8 correlated views per document; FAISS and torch pinned to 1 thread unless stated; systems
@@ -26,10 +26,8 @@ import argparse
 import gc
 import json
 import os
-import platform
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,13 +35,11 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from retrieval_speed import make_corpus, make_queries, rss_gib
-
+from benchmarks.harness import RESULTS, machine_info, write_results
+from benchmarks.retrieval_speed import make_corpus, make_queries, rss_gib
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY, attach_views
 
-RESULTS = Path(__file__).parent / "results"
 DIM, K, SEED = 384, 8, 0
 
 
@@ -113,9 +109,8 @@ def build(factory: str, vectors: np.ndarray, **kwargs) -> FaissMultiViewDocument
 
 
 def save(name: str, result: dict, lines: list[str]) -> None:
-    result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}
-    (RESULTS / f"store_{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (RESULTS / f"store_{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result["machine"] = machine_info()
+    write_results(RESULTS / f"store_{name}", result, markdown="\n".join(lines))
     log(f"wrote store_{name}")
 
 

@@ -1,7 +1,7 @@
 """Metadata filter evaluation: Haystack's ``document_matches_filter`` per document vs ``compile_filter``.
 
-    OMP_NUM_THREADS=1 python benchmarks/store_filter_eval.py            # ~2 min on 2 shared cores
-    python benchmarks/store_filter_eval.py --docs 20000 --reps 3      # a quick look
+    OMP_NUM_THREADS=1 python -m benchmarks.store_filter_eval            # ~2 min on 2 shared cores
+    python -m benchmarks.store_filter_eval --docs 20000 --reps 3      # a quick look
 
 The FAISS store evaluates a filter over every stored document for each filtered search and ``filter_documents``
 call. 125,000 seeded documents with realistic meta (``bucket`` int, ``category`` string, ``price`` float, ``date``
@@ -18,20 +18,18 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
-import json
 import platform
 import random
 import time
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 from haystack import Document
 from haystack.utils.filters import document_matches_filter
 
+from benchmarks.harness import RESULTS, machine_info, write_results
 from haystack_mvr.document_stores.compiled_filters import compile_filter
 
-RESULTS = Path(__file__).parent / "results"
 CATEGORIES = [f"cat{i}" for i in range(20)]
 
 
@@ -163,11 +161,9 @@ def main() -> None:
         "reps": args.reps,
         "load_average": loads,
         "rows": rows,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": machine_info(),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "store_filter_eval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (RESULTS / "store_filter_eval.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_results(RESULTS / "store_filter_eval", result, markdown="\n".join(lines))
     log("wrote store_filter_eval")
 
 

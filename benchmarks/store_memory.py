@@ -1,7 +1,7 @@
 """Process memory of FaissMultiViewDocumentStore with and without its float32 rows (``keep_vectors``).
 
-    python benchmarks/store_memory.py                                  # 10^6 views, Flat and PQ48, ~10 min on 2 cores
-    python benchmarks/store_memory.py --sizes 100000 --factories Flat  # smoke test
+    python -m benchmarks.store_memory                                  # 10^6 views, Flat and PQ48, ~10 min on 2 cores
+    python -m benchmarks.store_memory --sizes 100000 --factories Flat  # smoke test
 
 Every (size, index, keep_vectors) setting runs in its own fresh Python process, on the same seeded synthetic
 corpus as ``retrieval_speed.py`` (d=384 unit vectors, k views per document). The process writes the documents
@@ -24,16 +24,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from retrieval_speed import make_corpus, make_queries, rss_gib
-
-RESULTS = Path(__file__).parent / "results"
+from benchmarks.harness import REPO, RESULTS, machine_label, write_results
+from benchmarks.retrieval_speed import make_corpus, make_queries, rss_gib
 
 
 def directory_bytes(path: Path) -> int:
@@ -126,7 +124,7 @@ def main() -> None:
         return
 
     results = {
-        "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
+        "machine": machine_label(),
         "dim": args.dim,
         "k": args.k,
     }
@@ -135,9 +133,9 @@ def main() -> None:
         for factory in args.factories:
             pair = []
             for keep in ("1", "0"):
-                cmd = [sys.executable, __file__, "--worker", str(size), factory, keep, "--k", str(args.k)]
-                cmd += ["--dim", str(args.dim), "--seed", str(args.seed)]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                cmd = [sys.executable, "-m", "benchmarks.store_memory", "--worker", str(size), factory, keep]
+                cmd += ["--k", str(args.k), "--dim", str(args.dim), "--seed", str(args.seed)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout
                 row = json.loads(out.strip().splitlines()[-1])
                 pair.append(row)
                 print(
@@ -148,9 +146,7 @@ def main() -> None:
                 row["top10_equal"] = equal
                 del row["top10"]
             results["rows"] += pair
-            args.output_dir.mkdir(parents=True, exist_ok=True)
-            (args.output_dir / "store_memory.json").write_text(json.dumps(results, indent=2) + "\n")
-            (args.output_dir / "store_memory.md").write_text(render(results))
+            write_results(args.output_dir / "store_memory", results, markdown=render(results))
     print(render(results))
 
 

@@ -1,7 +1,7 @@
 """Issue 13: a streaming build of FaissMultiViewDocumentStore at 10^7 views with ``OPQ48,PQ48``, ``keep_vectors=False``.
 
-    nice -n 5 python benchmarks/store_streaming_build.py --views 100000 --checkpoints ""   # smoke test, ~5 min
-    nice -n 5 python benchmarks/store_streaming_build.py    # 10^7 views: 1.25M documents x 8, ~25 min on 2 loaded cores
+    nice -n 5 python -m benchmarks.store_streaming_build --views 100000 --checkpoints ""   # smoke test, ~5 min
+    nice -n 5 python -m benchmarks.store_streaming_build    # 10^7 views: 1.25M documents x 8, ~25 min on 2 loaded cores
 
 The defaults are the settings of ``results/store_streaming_build_np.md`` (written with ``--tag np``):
 ``--factory OPQ48,PQ48np`` (FAISS's ``PQ48`` adds polysemous training, a relabelling of the codes that ADC search
@@ -47,11 +47,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -60,10 +57,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from retrieval_speed import DOC_SPREAD, N_TOPICS, QUERY_SPREAD, VIEW_SPREAD, _normalize  # noqa: E402
+from benchmarks.harness import RESULTS, machine_info  # noqa: E402
+from benchmarks.harness import write_results as write_harness_results  # noqa: E402
+from benchmarks.retrieval_speed import DOC_SPREAD, N_TOPICS, QUERY_SPREAD, VIEW_SPREAD, _normalize  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FACTORY = "OPQ48,PQ48"  # the issue's; the default --factory adds "np": no polysemous training (same codes, relabelled)
 TOP_K = 10
 
@@ -186,10 +183,7 @@ def directory_bytes(path: Path) -> int:
 
 def machine() -> dict:
     info = {
-        "node": platform.node(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
+        **machine_info(),
         "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
     }
     try:
@@ -643,9 +637,7 @@ def render(r: dict) -> str:
 
 def write_results(result: dict, args, partial: bool = False) -> None:
     name = "store_streaming_build" + (f"_{args.tag}" if args.tag else "")
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (args.output_dir / f"{name}.md").write_text(render(result), encoding="utf-8")
+    write_harness_results(args.output_dir / name, result, markdown=render(result))
 
 
 def main() -> None:

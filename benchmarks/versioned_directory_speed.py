@@ -1,7 +1,7 @@
 """Save and load of a FAISS Flat index through ``versioned_directory`` vs raw ``faiss.write_index``/``read_index``.
 
-    python benchmarks/versioned_directory_speed.py                    # 10^6 x 384 float32 (1.5 GB), ~5 min
-    python benchmarks/versioned_directory_speed.py --rows 100000 --repeats 3   # smoke test
+    python -m benchmarks.versioned_directory_speed                    # 10^6 x 384 float32 (1.5 GB), ~5 min
+    python -m benchmarks.versioned_directory_speed --rows 100000 --repeats 3   # smoke test
 
 Each repeat runs every method once, in a shuffled order (interleaved, so drifts of a shared machine hit every
 method alike); the report gives the median and the min-max spread. Before each timed operation the benchmark
@@ -26,11 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,11 +36,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.harness import RESULTS, machine_label, write_results
 from haystack_mvr.document_stores.versioned_directory import open_version, save_version
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def drop_cache(path: Path) -> None:
@@ -182,8 +177,7 @@ def main() -> None:
         "dim": args.dim,
         "index_bytes": nbytes,
         "repeats": args.repeats,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
-        f"faiss {faiss.__version__}, numpy {np.__version__}",
+        "machine": machine_label(threads=1, detail=f"faiss {faiss.__version__}, numpy {np.__version__}"),
         "methods": summary,
         "ratios_of_medians": ratios,
         "cpu_ratios_of_medians": cpu_ratios,
@@ -193,8 +187,7 @@ def main() -> None:
         },
     }
     result["load_average_end"] = os.getloadavg()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(RESULTS / args.out, result)
     render(args.out)
 
 

@@ -1,7 +1,7 @@
 """Why MVR views collapse on a backbone: how far apart the k viewer states stay, layer by layer, before training.
 
-    python benchmarks/viewer_collapse_probe.py                       # packaged all-MiniLM-L6-v2
-    python benchmarks/viewer_collapse_probe.py --model runs/mvr      # a trained MVR checkpoint
+    python -m benchmarks.viewer_collapse_probe                       # packaged all-MiniLM-L6-v2
+    python -m benchmarks.viewer_collapse_probe --model runs/mvr      # a trained MVR checkpoint
 
 MVR puts k viewer tokens in front of the document, all at position 0, so the only thing that tells them apart
 is their token embedding (CAMVR Eq. 8). If the backbone maps whatever sits at position 0 to the same state (an
@@ -15,16 +15,14 @@ Writes benchmarks/results/viewer_collapse_probe.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
-from packaged_model import packaged_minilm
 
+from benchmarks.harness import RESULTS, machine_label, write_results
+from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets import default_data_dir, load_corpus
 from haystack_mvr.modeling import MultiViewEncoder
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @torch.inference_mode()
@@ -95,11 +93,9 @@ def main() -> None:
         "Layer 0 is the embedding output.\n\n"
     )
     print(header + table)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / "viewer_collapse_probe"
     payload = {"model": model, "num_views": k, "documents": len(texts), "relative_spread_by_layer": spreads}
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    stem.with_suffix(".md").write_text(header + table + "\n", encoding="utf-8")
+    payload["machine"] = machine_label(threads=torch.get_num_threads())
+    write_results(args.output_dir / "viewer_collapse_probe", payload, markdown=header + table)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """squad-mv's training questions as a DPR file whose negative candidates also hold Wikipedia passages.
 
-    python benchmarks/wiki_negatives_data.py --output runs/squad-mv-wiki.jsonl
+    python -m benchmarks.wiki_negatives_data --output runs/squad-mv-wiki.jsonl
     haystack-mvr train --data-format dpr --data-dir runs/squad-mv-wiki.jsonl --no-use-file-negatives ...
 
 Dense models lose more than BM25 when squad-mv gets 20,000 Wikipedia distractors (squad-mv+20k). Their BM25 hard

@@ -1,0 +1,114 @@
+"""
+What every benchmark shares: where results go, the machine label, the date, the results writer and timing.
+
+Scripts run as modules of the ``benchmarks`` package from the repository root (``python -m benchmarks.quality``),
+so they import each other as ``benchmarks.<script>`` with no ``sys.path`` edits. Nothing here imports torch,
+numpy or Haystack at module level: the store benchmarks never load torch.
+
+```python
+from benchmarks.harness import RESULTS, alternate, machine_label, write_results
+
+runs = alternate({"before": old, "after": new}, repeats=5)
+write_results(RESULTS / "my_benchmark", {"machine": machine_label(threads=2), "runs": runs}, markdown=table)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parent
+RESULTS = BENCHMARKS / "results"
+REPO = BENCHMARKS.parent
+
+
+def utc_now() -> str:
+    """The date a results file records: ISO 8601, UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def machine_label(*, threads: int | None = None, device: str | None = None, detail: str | None = None) -> str:
+    """
+    Where numbers were measured, one line: host, processor, core count, device and threads.
+
+    :param threads: The torch / FAISS / BLAS threads the run used (``None``: not stated).
+    :param device: ``"cpu"`` (the default), ``"cuda"`` (names the GPU) or any other device string.
+    :param detail: Anything else worth recording (``"bf16"``, ``"torch 2.13"``...).
+    """
+    processor = platform.processor() or platform.machine()
+    where = f"{platform.node()} {processor}, {os.cpu_count()} CPUs"
+    if device and device.startswith("cuda"):
+        import torch
+
+        where += f", GPU {torch.cuda.get_device_name()}"
+    elif device and device != "cpu":
+        where += f", {device}"
+    else:
+        where += ", CPU only"
+    extras = [f"{threads} thread{'s' if threads != 1 else ''}"] if threads is not None else []
+    extras += [detail] if detail else []
+    return where + (f" ({', '.join(extras)})" if extras else "")
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine as a JSON object (for results files that keep it structured)."""
+    return {
+        "node": platform.node(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def write_results(stem: Path, payload: dict[str, Any], *, markdown: str | None = None, indent: int = 2) -> Path:
+    """
+    Write ``<stem>.json`` (``payload``, with ``date`` added when absent) and, when given, ``<stem>.md``.
+
+    :returns: The JSON file's path.
+    """
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    payload = payload if "date" in payload else {**payload, "date": utc_now()}
+    path = stem.with_suffix(".json")
+    path.write_text(json.dumps(payload, indent=indent) + "\n", encoding="utf-8")
+    if markdown is not None:
+        stem.with_suffix(".md").write_text(markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8")
+    return path
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], object], device: str = "cpu") -> float:
+    """Seconds one call of ``fn`` takes, waiting for the GPU's queued work before and after on a CUDA device."""
+    _synchronize(device)
+    start = time.perf_counter()
+    fn()
+    _synchronize(device)
+    return time.perf_counter() - start
+
+
+def alternate(
+    variants: dict[str, Callable[[], object]], repeats: int, device: str = "cpu", warmup: int = 1
+) -> dict[str, list[float]]:
+    """Each variant's seconds over ``repeats`` rounds, the variants in turn within a round, after ``warmup`` rounds
+    (interleaved, so that a machine's load changes every variant alike)."""
+    for _ in range(warmup):
+        for fn in variants.values():
+            timed(fn, device)
+    runs: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            runs[name].append(timed(fn, device))
+    return runs
