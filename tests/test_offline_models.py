@@ -80,10 +80,15 @@ def _cli(*argv: str) -> tuple[int, str, list[str]]:
     return int(code), result.stderr.strip(), json.loads(modules.replace("'", '"'))
 
 
-@pytest.mark.parametrize("command", ["train", "mine-negatives"])
+def _output(command: str, tmp_path: Path) -> list[str]:
+    if command == "mine-negatives":
+        return ["--output", str(tmp_path / "n.jsonl")]
+    return ["--output-dir", str(tmp_path / "run")] + (["--kind", "fid"] if command == "train-reader" else [])
+
+
+@pytest.mark.parametrize("command", ["train", "mine-negatives", "train-reader"])
 def test_train_and_mine_with_a_missing_folder_say_it_does_not_exist(command, data, tmp_path):
-    argv = [command, "--model", "/nonexistent", "--data-dir", str(data)]
-    argv += ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "n.jsonl")]
+    argv = [command, "--model", "/nonexistent", "--data-dir", str(data), *_output(command, tmp_path)]
     code, err, imported = _cli(*argv)
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith(f"haystack-mvr {command}: error: Model folder '/nonexistent' does not exist"), err
@@ -91,14 +96,13 @@ def test_train_and_mine_with_a_missing_folder_say_it_does_not_exist(command, dat
     assert imported == []  # answered before torch, transformers or haystack were imported: no download, no retry
 
 
-@pytest.mark.parametrize("command", ["train", "mine-negatives", "eval"])
+@pytest.mark.parametrize("command", ["train", "mine-negatives", "train-reader", "eval"])
 def test_every_command_with_an_uncached_hub_id_offline_fails_before_loading(command, data, tmp_path):
     argv = [command, "--model", NOT_CACHED]
     if command == "eval":
         argv += ["--corpus", str(data / "corpus.jsonl"), "--questions", str(data / "train.jsonl")]
     else:
-        argv += ["--data-dir", str(data)]
-        argv += ["--output-dir", str(tmp_path / "r")] if command == "train" else ["--output", str(tmp_path / "n")]
+        argv += ["--data-dir", str(data), *_output(command, tmp_path)]
     code, err, imported = _cli(*argv)
     assert code == 2 and len(err.splitlines()) == 1, err
     assert f"Model {NOT_CACHED!r} is not a local folder and is not in the Hugging Face cache" in err

@@ -22,7 +22,7 @@ haystack_mvr's FusionInDecoderReader(model=DIR). Questions of the squad-mv dev a
 
 def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``train-reader`` on the top-level subparsers."""
-    from haystack_mvr.training.readers import ReaderTrainingArguments
+    from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 
     parser = subparsers.add_parser(
         "train-reader",
@@ -46,13 +46,8 @@ def run_train_reader(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from haystack_mvr.cli.main import CommandError
-    from haystack_mvr.training.readers import (
-        ReaderTrainingArguments,
-        bm25_top_passages,
-        train_extractive_reader,
-        train_fid_reader,
-        training_questions,
-    )
+    from haystack_mvr.cli.train import check_model
+    from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 
     arguments = ReaderTrainingArguments.from_namespace(args)
     for name in ("data_dir", "retrieved_file"):
@@ -60,6 +55,15 @@ def run_train_reader(args: argparse.Namespace) -> int:
         if value is not None and not Path(value).exists():
             msg = f"--{name.replace('_', '-')} {value} does not exist."
             raise CommandError(msg)
+    if not args.write_bm25_retrieved:
+        check_model(arguments.model)  # offline: ModelNotFoundError at once, before torch is imported
+    from haystack_mvr.training.readers import (
+        bm25_top_passages,
+        train_extractive_reader,
+        train_fid_reader,
+        training_questions,
+    )
+
     if args.write_bm25_retrieved:
         questions, passages = training_questions(arguments.data_dir, arguments.limit)
         top = bm25_top_passages(questions, list(passages.values()), arguments.num_passages)

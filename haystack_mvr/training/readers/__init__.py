@@ -1,16 +1,44 @@
-"""Training readers (extractive span heads, Fusion-in-Decoder) on squad-mv with transformers' Trainer."""
+"""Training readers (extractive span heads, Fusion-in-Decoder) on squad-mv with transformers' Trainer.
 
-from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.extractive import extractive_features, train_extractive_reader, training_questions
-from haystack_mvr.training.readers.fusion_in_decoder import (
-    FusionInDecoderCollator,
-    FusionInDecoderTrainer,
-    bert2bert,
-    bm25_top_passages,
-    fid_examples,
-    read_retrieved,
-    train_fid_reader,
-)
+The names below load on first use (PEP 562): ``haystack-mvr train-reader`` parses its arguments and checks
+``--model`` from ``readers.arguments`` alone, before torch is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+    from haystack_mvr.training.readers.extractive import (
+        extractive_features,
+        train_extractive_reader,
+        training_questions,
+    )
+    from haystack_mvr.training.readers.fusion_in_decoder import (
+        FusionInDecoderCollator,
+        FusionInDecoderTrainer,
+        bert2bert,
+        bm25_top_passages,
+        fid_examples,
+        read_retrieved,
+        train_fid_reader,
+    )
+
+_MODULES = {
+    "FusionInDecoderCollator": "fusion_in_decoder",
+    "FusionInDecoderTrainer": "fusion_in_decoder",
+    "ReaderTrainingArguments": "arguments",
+    "bert2bert": "fusion_in_decoder",
+    "bm25_top_passages": "fusion_in_decoder",
+    "extractive_features": "extractive",
+    "fid_examples": "fusion_in_decoder",
+    "read_retrieved": "fusion_in_decoder",
+    "train_extractive_reader": "extractive",
+    "train_fid_reader": "fusion_in_decoder",
+    "training_questions": "extractive",
+}
 
 __all__ = [
     "FusionInDecoderCollator",
@@ -25,3 +53,16 @@ __all__ = [
     "train_fid_reader",
     "training_questions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
