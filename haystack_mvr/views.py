@@ -21,6 +21,11 @@ Haystack's ``Document`` has a single ``embedding``. A multi-view document carrie
 A document with only an ordinary ``embedding`` is a document with one view; a document with neither is
 stored but never returned by a vector search.
 
+``filter_documents`` returns stored documents without their views (``embedding`` is view 0, and the spans stay):
+to move an index to another store, read it with a store's ``export_documents`` (documents carrying all their
+views and encoder as above, made by :func:`exported_document`) or copy it with
+``haystack_mvr.document_stores.copy_documents``.
+
 Every retrieved document, from every store, carries the same keys (set by :func:`annotate_match`):
 
 - ``meta["mvr_matched_view"]``: the view (``int``) whose score is the document's ``score``;
@@ -206,6 +211,31 @@ def attach_views(document: Document, views: np.ndarray, spans: Sequence[Span] | 
     return dataclasses.replace(document, meta=meta, embedding=FirstView(packed.matrix[0].tolist(), packed))
 
 
+def exported_document(stored: Document, views: np.ndarray | None, encoder: dict[str, Any] | None = None) -> Document:
+    """
+    A stored document as a store exports it: carrying all its views, so any multi-view store takes it as written.
+
+    :param stored: The document as the store keeps it (``meta`` may hold ``mvr_view_spans``; ``embedding`` is its
+        own embedding when it differs from view 0, else ``None``).
+    :param views: Its ``(k, d)`` views as the store holds them (a lossy index's reconstruction), or ``None``.
+    :param encoder: The store's encoder config, put into ``meta["mvr_encoder"]`` so the target records it too.
+    :returns: A new ``Document`` as :func:`attach_views` makes it (views packed in ``meta``, ``embedding`` view 0
+        unless the document has its own), without ``score``.
+    """
+    meta = dict(stored.meta)
+    spans = meta.pop(SPANS_KEY, None)
+    meta.pop(VIEWS_KEY, None)
+    if encoder is not None:
+        meta[ENCODER_KEY] = encoder
+    document = dataclasses.replace(stored, meta=meta, score=None)
+    if views is None:
+        return dataclasses.replace(document, embedding=None)
+    exported = attach_views(document, views, spans)
+    if stored.embedding is not None:
+        exported = dataclasses.replace(exported, embedding=list(stored.embedding))
+    return exported
+
+
 def document_views(document: Document) -> np.ndarray | None:
     """A document's views as a float32 ``(k, d)`` matrix (its ``embedding`` as one view), or ``None``."""
     return extract_views(document)[0]
@@ -239,7 +269,12 @@ def validate_spans(raw_spans: Any, views: np.ndarray | None, content: str | None
         msg = f"{where.capitalize()}: '{SPANS_KEY}' must be a list of [start, end] pairs or None."
         raise ValueError(msg)
     if views is None or len(raw_spans) != views.shape[0]:
-        msg = f"{where.capitalize()}: '{SPANS_KEY}' must have one entry per view."
+        msg = (
+            f"{where.capitalize()}: '{SPANS_KEY}' must have one entry per view ({len(raw_spans)} spans, "
+            f"{0 if views is None else views.shape[0]} views). A document read back with filter_documents carries "
+            "only its first view: move documents between stores with export_documents or "
+            "haystack_mvr.document_stores.copy_documents."
+        )
         raise ValueError(msg)
     spans: list[Span] = []
     for i, span in enumerate(raw_spans):

@@ -1,8 +1,9 @@
 from typing import Any
 
+from haystack_mvr.document_stores.copying import copy_documents
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 
-__all__ = ["FaissMultiViewDocumentStore", "MultiViewDocumentStore", "QdrantMultiViewDocumentStore"]
+__all__ = ["FaissMultiViewDocumentStore", "MultiViewDocumentStore", "QdrantMultiViewDocumentStore", "copy_documents"]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_mvr.document_stores import gpu_index, metadata_queries, persistence
 from haystack_mvr.document_stores.compiled_filters import compile_filter
+from haystack_mvr.document_stores.copying import check_batch_size
 from haystack_mvr.document_stores.inputs import document_id_list, document_list, gc_paused
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import (
@@ -38,6 +39,7 @@ from haystack_mvr.views import (
     PackedViews,
     annotate_match,
     embedding_repeats_first_view,
+    exported_document,
     extract_views,
     validate_spans,
 )
@@ -212,6 +214,29 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         with self._lock:
             self._ensure_loaded()
             return [self._with_embedding(d) for d in self._matching(filters)]
+
+    def export_documents(
+        self, batch_size: int = 256, filters: dict[str, Any] | None = None
+    ) -> Iterator[list[Document]]:
+        """
+        The documents matching ``filters`` with all their views, ``batch_size`` at a time, ready for any multi-view
+        store (see :func:`haystack_mvr.document_stores.copy_documents`); a lossy index gives its reconstruction.
+        """
+        check_batch_size(batch_size)
+        with self._lock:
+            self._ensure_loaded()
+            ids = [d.id for d in self._matching(filters)]
+        for start in range(0, len(ids), batch_size):
+            with self._lock:  # one batch of views at a time; a document deleted meanwhile is left out
+                encoder = self.encoder_config
+                batch = [self._exported(i, encoder) for i in ids[start : start + batch_size] if i in self._documents]
+            if batch:
+                yield batch
+
+    def _exported(self, doc_id: str, encoder: dict[str, Any] | None) -> Document:
+        key, views = self._key_of[doc_id], self._views
+        rows = views.views_of(key) if views is not None and views.count(key) else None
+        return exported_document(self._copy(self._documents[doc_id]), rows, encoder)
 
     def write_documents(self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """

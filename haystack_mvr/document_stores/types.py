@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from haystack import Document
@@ -51,6 +51,20 @@ class MultiViewDocumentStore(DocumentStore, Protocol):
         return_embedding: bool = False,
     ) -> list[list[Document]]:
         """:meth:`search` for many queries ``(n, d)`` at once, sharing one ``filters``; one list per query."""
+        ...
+
+    def export_documents(
+        self, batch_size: int = 256, filters: dict[str, Any] | None = None
+    ) -> Iterator[list[Document]]:
+        """
+        Every stored document matching ``filters`` with all its views, in lists of at most ``batch_size``.
+
+        Each document is made by ``haystack_mvr.views.exported_document``: its views (as held: a lossy index's
+        reconstruction) in ``meta["mvr_views"]``, its spans, its own ``embedding`` or view 0, and the store's
+        ``encoder_config`` in ``meta["mvr_encoder"]``, so any multi-view store's ``write_documents`` takes it as
+        it was first written. Views are read one batch at a time (memory bounded by ``batch_size``); documents
+        written or deleted during the export may or may not be included.
+        """
         ...
 
     async def search_async(

@@ -2,6 +2,7 @@
 
 from haystack_mvr.testing.multi_view_document_store import (
     MultiViewDocumentStoreTests,
+    MultiViewExportTests,
     MultiViewFixturesMixin,
     MultiViewHaystackAsyncTests,
     MultiViewHaystackTests,
@@ -14,6 +15,7 @@ from haystack_mvr.testing.multi_view_document_store import (
 
 __all__ = [
     "MultiViewDocumentStoreTests",
+    "MultiViewExportTests",
     "MultiViewFixturesMixin",
     "MultiViewHaystackAsyncTests",
     "MultiViewHaystackTests",

@@ -9,6 +9,7 @@ import pytest
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.view_index import ViewIndex
 from haystack_mvr.testing import (
+    MultiViewExportTests,
     MultiViewHaystackAsyncTests,
     MultiViewHaystackTests,
     MultiViewInputTests,
@@ -69,6 +70,7 @@ def _make_classes(name: str, options: dict, exact: bool, keep_vectors: bool) -> 
             MultiViewInputTests,
             MultiViewPropertyTests,
             MultiViewPersistenceTests,
+            MultiViewExportTests,
         ),
         {
             "exact_search": exact,

@@ -31,6 +31,7 @@ from qdrant_client.http import models
 
 from haystack_mvr.document_stores import metadata_queries
 from haystack_mvr.document_stores.compiled_filters import compile_filter
+from haystack_mvr.document_stores.copying import check_batch_size
 from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import (
@@ -47,7 +48,7 @@ from haystack_mvr.document_stores.qdrant.filters import (
     empty_list_markers,
 )
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, exported_document
 
 logger = logging.getLogger(__name__)
 
@@ -595,6 +596,45 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         records = self._read(scroll)
         records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
         return [converters.to_document(r.payload, converters.first_view(r.vector)) for r in records]
+
+    def export_documents(
+        self, batch_size: int = 256, filters: dict[str, Any] | None = None
+    ) -> Iterator[list[Document]]:
+        """
+        The documents matching ``filters`` with all their views, one scroll page of ``batch_size`` points at a time,
+        ready for any multi-view store (see :func:`haystack_mvr.document_stores.copy_documents`).
+
+        Pages follow Qdrant's point order (write order within a page); a document written or deleted during the
+        export may or may not be included.
+        """
+        check_batch_size(batch_size)
+        plan = convert_filters(filters)
+        offset: Any = None
+        while True:
+
+            def page(collection: _Collection | None, start: Any = offset) -> tuple[list[models.Record], Any, Any]:
+                if collection is None:
+                    return [], None, None
+                records, after = self.client.scroll(
+                    self.index,
+                    scroll_filter=self._resolve(plan),
+                    limit=batch_size,
+                    offset=start,
+                    with_payload=True,
+                    with_vectors=[VIEWS_VECTOR] if collection.dim is not None else False,
+                )
+                return records, after, collection.encoder_config or self._configured_encoder
+
+            records, offset, encoder = self._read(page)
+            records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
+            batch = [
+                exported_document(converters.to_document(r.payload), converters.views_of(r.vector), encoder)
+                for r in records
+            ]
+            if batch:
+                yield batch
+            if offset is None:
+                return
 
     def write_documents(self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """

@@ -14,6 +14,7 @@ pytest.importorskip("qdrant_client")
 
 from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
 from haystack_mvr.testing import (
+    MultiViewExportTests,
     MultiViewHaystackAsyncTests,
     MultiViewHaystackTests,
     MultiViewInputTests,
@@ -47,7 +48,7 @@ class TestQdrantHaystackSuites(MultiViewHaystackTests, MultiViewHaystackAsyncTes
 
 
 class TestQdrantMemoryContract(
-    MultiViewSearchTests, MultiViewSearchBatchTests, MultiViewInputTests, MultiViewPropertyTests
+    MultiViewSearchTests, MultiViewSearchBatchTests, MultiViewInputTests, MultiViewPropertyTests, MultiViewExportTests
 ):
     property_examples = 20
 
@@ -57,7 +58,11 @@ class TestQdrantMemoryContract(
 
 
 class TestQdrantPathContract(
-    MultiViewSearchTests, MultiViewSearchBatchTests, MultiViewInputTests, MultiViewPersistenceTests
+    MultiViewSearchTests,
+    MultiViewSearchBatchTests,
+    MultiViewInputTests,
+    MultiViewPersistenceTests,
+    MultiViewExportTests,
 ):
     @pytest.fixture
     def document_store(self, path_store):
