@@ -10,6 +10,8 @@ scores (DocumentScoreNormalizer) and sums them with weights ``--bm25-weight`` / 
 reciprocal rank fusion. The default weight 0.4 was picked on squad-mv training questions
 (benchmarks/results/hybrid_weights.md); dev-split results are in benchmarks/results/squad-mv.md. Both retrievers
 read the same documents: BM25 from Haystack's InMemoryDocumentStore, the dense side from the FAISS multi-view store.
+Each retriever offers ``--candidates`` documents (100) to the fusion, which keeps ``--top-k`` (5): with as few
+candidates as documents kept, the hybrid scores below BM25 alone (benchmarks/results/hybrid_readme.md).
 """
 
 from __future__ import annotations
@@ -68,12 +70,15 @@ def hybrid_pipeline(
     model: str,
     *,
     top_k: int = 10,
+    candidates: int = 100,
     reader: str | None = None,
     reader_kind: str = "fid",
     fusion: str = "convex",
     bm25_weight: float = 0.4,
 ) -> Pipeline:
-    """BM25 + (query embedder -> multi-view retriever) -> [score normalisers] -> DocumentJoiner -> optional reader."""
+    """BM25 + (query embedder -> multi-view retriever) -> [score normalisers] -> DocumentJoiner -> optional reader.
+
+    Each retriever offers ``candidates`` documents; the joiner keeps the ``top_k`` best fused ones."""
     from haystack import Pipeline
     from haystack.components.retrievers import InMemoryBM25Retriever
 
@@ -83,10 +88,10 @@ def hybrid_pipeline(
     from haystack_mvr.components.retrievers import MultiViewRetriever
 
     pipeline = Pipeline()
-    pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=top_k))
+    pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=candidates))
     pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
-    pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=top_k))
-    pipeline.connect("query_embedder.embedding", "dense.query_embedding")
+    pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=candidates))
+    pipeline.connect("query_embedder.packed_embedding", "dense.packed_query_embedding")
     pipeline.connect("query_embedder.encoder", "dense.encoder")  # refuses a model the dense index was not built with
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion=fusion, weights=[bm25_weight, 1.0 - bm25_weight], top_k=top_k)
     if reader:
@@ -115,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reader-kind", choices=["fid", "extractive"], default="fid")
     parser.add_argument("--fusion", choices=["convex", "rrf"], default="convex")
     parser.add_argument("--bm25-weight", type=float, default=0.4, help="BM25's share of the fused score.")
-    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--top-k", type=int, default=5, help="Fused documents kept (what the reader reads).")
+    parser.add_argument("--candidates", type=int, default=100, help="Documents each retriever offers the fusion.")
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")
     parser.add_argument("--question", action="append")
     args = parser.parse_args(argv)
@@ -128,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         dense_store,
         model,
         top_k=args.top_k,
+        candidates=args.candidates,
         reader=args.reader,
         reader_kind=args.reader_kind,
         fusion=args.fusion,

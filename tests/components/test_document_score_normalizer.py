@@ -85,3 +85,23 @@ def test_add_fusion_joiner_wires_normalizers_only_for_convex_and_names_bad_fusio
         assert joiner.weights == [0.3, 0.7] and joiner.top_k == 3
     with pytest.raises(ValueError, match="fusion must be one of"):
         add_fusion_joiner(Pipeline(), ["a"], fusion="max")
+
+
+def test_add_fusion_joiner_warns_when_a_source_offers_no_more_candidates_than_it_keeps(caplog):
+    """The README's hybrid once used top_k=5 everywhere and scored below BM25 alone (issue 32): warn about that."""
+    from haystack.components.retrievers import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from haystack_mvr.components.joiners import add_fusion_joiner
+
+    for offered, warned in ((5, True), (6, False), (100, False)):
+        pipeline = Pipeline()
+        pipeline.add_component("a", InMemoryBM25Retriever(document_store=InMemoryDocumentStore(), top_k=offered))
+        pipeline.add_component("b", InMemoryBM25Retriever(document_store=InMemoryDocumentStore(), top_k=100))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="haystack_mvr.components.joiners.hybrid_fusion"):
+            add_fusion_joiner(pipeline, ["a", "b"], fusion="convex", weights=[0.4, 0.6], top_k=5)
+        messages = [r.getMessage() for r in caplog.records]
+        assert bool(messages) is warned, messages
+        if warned:
+            assert len(messages) == 1 and "'a' offers top_k=5 candidates" in messages[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from haystack import Pipeline
@@ -10,6 +11,11 @@ from haystack.components.joiners import DocumentJoiner
 from haystack_mvr.components.joiners.document_score_normalizer import DocumentScoreNormalizer
 
 FUSIONS = ("convex", "rrf")
+CANDIDATES = 100
+"""Candidates per retriever that won on squad-mv (``benchmarks/results/hybrid_readme.md``): give each source this
+``top_k``, far more than the joiner keeps."""
+
+logger = logging.getLogger(__name__)
 
 
 def add_fusion_joiner(
@@ -28,10 +34,41 @@ def add_fusion_joiner(
     (``<source>_scores``) and the joiner sums them with ``weights`` (``join_mode="merge"``).
     ``fusion="rrf"``: reciprocal rank fusion of the ranks, weighted by ``weights``.
     ``weights`` follow the order of ``sources``; ``None`` weighs them equally.
+
+    Two numbers, set apart: each source retriever's own ``top_k`` is how many **candidates** it offers the fusion
+    (:data:`CANDIDATES`, 100, on squad-mv), and this ``top_k`` is how many fused documents the joiner keeps (what a
+    reader reads). The candidates decide the quality: a document that only one retriever found still gets a
+    normalised score from it, and min-max over a short list squeezes the scores apart. On the squad-mv dev split
+    (BM25 + snippet multi-view, convex 0.4 / 0.6, joiner ``top_k=5``), 5 candidates per retriever score below BM25
+    alone at R@1 and 100 candidates above it (``benchmarks/results/hybrid_readme.md``). A source whose ``top_k`` is
+    no larger than the joiner's is logged as a warning. Example::
+
+        rag.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=100))
+        rag.add_component("dense", MultiViewRetriever(document_store=store, top_k=100))
+        add_fusion_joiner(rag, ["bm25", "dense"], fusion="convex", weights=[0.4, 0.6], top_k=5)
+
+    :param pipeline: The pipeline holding the ``sources``.
+    :param sources: Names of components with a ``documents`` output (retrievers), in the order of ``weights``.
+    :param fusion: ``"convex"`` or ``"rrf"``.
+    :param weights: One weight per source; ``None``: equal weights.
+    :param top_k: How many fused documents the joiner returns.
+    :param name: The joiner's component name.
+    :raises ValueError: if ``fusion`` is not one of :data:`FUSIONS`.
     """
     if fusion not in FUSIONS:
         msg = f"fusion must be one of {FUSIONS}, got {fusion!r}."
         raise ValueError(msg)
+    for source in sources:
+        offered = getattr(pipeline.get_component(source), "top_k", None)
+        if isinstance(offered, int) and not isinstance(offered, bool) and offered <= top_k:
+            logger.warning(
+                "add_fusion_joiner: %r offers top_k=%d candidates, no more than the joiner keeps (top_k=%d); fusion "
+                "gains from many more candidates per retriever than documents kept (e.g. top_k=%d on each retriever).",
+                source,
+                offered,
+                top_k,
+                CANDIDATES,
+            )
     mode = "merge" if fusion == "convex" else "reciprocal_rank_fusion"
     pipeline.add_component(name, DocumentJoiner(join_mode=mode, weights=weights, top_k=top_k))
     for source in sources:
