@@ -196,6 +196,9 @@ def main() -> None:
     def ratios(name: str) -> list[float]:
         return [sum(r["seconds"][name]) / sum(r["seconds"][SINGLE]) for r in rounds]
 
+    def median_ratios(name: str) -> list[float]:  # less swayed by the moments another job took the core
+        return [statistics.median(r["seconds"][name]) / statistics.median(r["seconds"][SINGLE]) for r in rounds]
+
     def latency(name: str) -> dict[str, float]:
         per_round_mean = [1e3 * statistics.fmean(r["seconds"][name]) for r in rounds]
         every = [1e3 * s for r in rounds for s in r["seconds"][name]]
@@ -242,7 +245,12 @@ def main() -> None:
             HEADLINE: {**spread(ratios(HEADLINE)), "per_round": ratios(HEADLINE)},
             LIST_SOCKET: {**spread(ratios(LIST_SOCKET)), "per_round": ratios(LIST_SOCKET)},
         },
+        "ratio_of_median_latency_vs_single_vector": {
+            HEADLINE: {**spread(median_ratios(HEADLINE)), "per_round": median_ratios(HEADLINE)},
+            LIST_SOCKET: {**spread(median_ratios(LIST_SOCKET)), "per_round": median_ratios(LIST_SOCKET)},
+        },
         "latency": {name: latency(name) for name in systems},
+        "seconds_per_question_by_round": {name: [r["seconds"][name] for r in rounds] for name in systems},
         "quality_of_timed_outputs_round_1": quality,
         "packed_and_list_sockets_return_the_same_ranking": same,
     }
@@ -273,6 +281,13 @@ def markdown(p: dict[str, Any]) -> str:
     ]
     for name, r in head.items():
         lines.append(f"| {name} | **{r['median']:.3f}x** | {r['min']:.3f}x | {r['max']:.3f}x |")
+    lines += [
+        "",
+        "| ratio of median latency to the single vector (per round) | median | min | max |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, r in p["ratio_of_median_latency_vs_single_vector"].items():
+        lines.append(f"| {name} | {r['median']:.3f}x | {r['min']:.3f}x | {r['max']:.3f}x |")
     lines += [
         "",
         "| system or stage | mean ms (median of rounds) | range over rounds | p50 ms | p95 ms |",
