@@ -254,3 +254,16 @@ def test_move_a_minilm_index_faiss_to_qdrant_to_faiss(minilm, tmp_path):
             assert [h.meta[MATCHED_SPAN_KEY] for h in got] == [h.meta[MATCHED_SPAN_KEY] for h in expected]
             np.testing.assert_allclose([h.score for h in got], [h.score for h in expected], rtol=1e-5, atol=1e-6)
     qdrant.close()
+
+
+def test_qdrant_to_qdrant_between_collections_of_one_folder(tmp_path):
+    """Two collections in one folder share a client and its lock: the export never holds it across a batch."""
+    queries = np.random.default_rng(3).normal(size=(3, DIM)).astype(np.float32)
+    source = QdrantMultiViewDocumentStore(path=str(tmp_path / "q"), index="first", embedding_dim=DIM)
+    source.write_documents(corpus())
+    target = QdrantMultiViewDocumentStore(path=str(tmp_path / "q"), index="second", embedding_dim=DIM, global_view=True)
+    assert copy_documents(source, target, batch_size=9) == 40
+    assert contents(target) == contents(source)
+    assert_same_answers(answers(target, queries), answers(source, queries))
+    source.close()
+    target.close()
