@@ -401,6 +401,14 @@ class SnippetViews(Module):
         features[SPANS] = torch.full((batch, 1, 2), -1, dtype=torch.long, device=states.device)
         return features
 
+    def snippet_groups(self, sentences: list[tuple], num_tokens: int) -> list[tuple[int, int]]:
+        """
+        The snippets of a document of ``num_tokens`` content tokens whose sentence rows are ``sentences``, as
+        ``(first sentence, one past the last)``: view ``1 + i`` pools snippet ``i``.
+        """
+        count = snippet_count(num_tokens, self.num_snippets, self.snippet_tokens, self.max_views - 1)
+        return merge_groups([(row[0], row[1]) for row in sentences], count)
+
     def _layout(
         self, windows: list[list[int]], sentences: list[list[tuple]], width: int, mask: Tensor
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -435,8 +443,7 @@ class SnippetViews(Module):
             head = first * width + np.arange(prefix)
             tail = tail_row * width + np.arange(tail_prefix + end - start, int(lengths[tail_row]))
             rows = sentences[first]
-            count = snippet_count(len(home), self.num_snippets, self.snippet_tokens, self.max_views - 1)
-            groups = merge_groups([(s, e) for s, e, _, _ in rows], count)
+            groups = self.snippet_groups(rows, len(home))
             plans.append((np.concatenate([head, home, tail]), home, rows, groups))
         num_views = 1 + max(len(groups) for *_, groups in plans)
         views_of, flat, weights = [], [], []
@@ -721,6 +728,43 @@ def document_modules(model: MultiVectorEncoder) -> list[Module]:
     if len(modules) == 1 and isinstance(modules[0], Router) and "document" in modules[0].sub_modules:
         return list(modules[0].sub_modules["document"])
     return modules
+
+
+def snippet_spans(model: MultiVectorEncoder, texts: list[str]) -> list[list[Span]]:
+    """
+    The character spans of the snippet views a snippet-mode ``model`` gives each of ``texts`` (views 1, 2, ... in
+    order; view 0 pools the whole text), read from the same windows, sentences and merges as its forward pass but
+    without running the backbone: e.g. to label the view that holds a training answer in a document of any length.
+
+    :raises ValueError: if ``model`` has no snippet views.
+    """
+    modules = document_modules(model)
+    transformer = next((m for m in modules if isinstance(m, SnippetTransformer)), None)
+    views = next((m for m in modules if isinstance(m, SnippetViews)), None)
+    if transformer is None or views is None:
+        msg = "snippet_spans needs a snippet-mode model (SnippetTransformer + SnippetViews)."
+        raise ValueError(msg)
+    if not texts:
+        return []
+    features = transformer.preprocess(list(texts), task="document")
+    windows = features[WINDOWS].tolist()
+    # a document's first window row holds its sentence rows
+    sentences = [rows for w, rows in zip(windows, sentence_rows(features[SENTENCES]), strict=True) if w[0]]
+    return [
+        [(rows[a][0], rows[z - 1][1]) for a, z in views.snippet_groups(rows, tokens)]
+        for rows, tokens in zip(sentences, _content_tokens(windows), strict=True)
+    ]
+
+
+def _content_tokens(windows: list[list[int]]) -> list[int]:
+    """Each document's content tokens: the home end of its last window."""
+    counts: list[int] = []
+    for row in windows:
+        if row[0]:
+            counts.append(row[4])
+        else:
+            counts[-1] = row[4]
+    return counts
 
 
 def view_modules(model: MultiVectorEncoder) -> list[Module]:

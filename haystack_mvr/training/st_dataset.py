@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from haystack_mvr.modeling.snippets import split_into_snippets, view_for_offset
+from haystack_mvr.modeling.snippets import Span, split_into_snippets, view_for_offset
 from haystack_mvr.training.data import Passage, TrainingExample
 from haystack_mvr.training.data_collator import ANSWER_VIEW
 from haystack_mvr.training.negatives import is_valid_negative
@@ -81,6 +81,7 @@ def build_st_dataset(
     embed_title: bool = False,
     title_separator: str = "\n",
     seed: int = 42,
+    snippet_spans: Callable[[str], Sequence[Span | None]] | None = None,
 ) -> Any:
     """
     The examples as a ``datasets.Dataset`` of ``(query, positive, negative_1, ..., negative_n[, answer_view])``.
@@ -98,6 +99,9 @@ def build_st_dataset(
     :param embed_title: Documents are ``title + title_separator + text``, as the model will embed them.
     :param title_separator: See ``embed_title``.
     :param seed: Seed of the draws.
+    :param snippet_spans: The spans of the snippets the model gives a text (snippet mode: a document's snippet
+        count grows with its length, :func:`haystack_mvr.modeling.st_modules.snippet_spans`); ``None``: CAMVR
+        Algorithm 1's ``num_snippets`` snippets.
     :raises ImportError: without the ``datasets`` package.
     :raises ValueError: if ``num_negatives`` is negative or no example is left.
     """
@@ -130,9 +134,13 @@ def build_st_dataset(
         if num_snippets is not None:
             head = len(positive) - len(example.positive.text)
             start = None if example.answer_start is None else example.answer_start + head
-            columns[ANSWER_VIEW].append(
-                answer_view_of(positive, start, num_snippets, first_snippet_view=first_snippet_view)
-            )
+            if snippet_spans is not None and start is not None:
+                view = view_for_offset(snippet_spans(positive), start)
+                columns[ANSWER_VIEW].append(-1 if view is None else first_snippet_view + view)
+            else:
+                columns[ANSWER_VIEW].append(
+                    answer_view_of(positive, start, num_snippets, first_snippet_view=first_snippet_view)
+                )
     if dropped:
         logger.warning("Dropped %d of %d examples with fewer than %d negatives.", dropped, len(examples), num_negatives)
     if not columns["query"]:

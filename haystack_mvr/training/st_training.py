@@ -114,6 +114,19 @@ def snippet_layout(model: MultiVectorEncoder) -> tuple[int, int] | None:
     return None
 
 
+def answer_snippet_spans(model: MultiVectorEncoder):
+    """
+    Snippet mode: the text -> snippet spans reading of the model itself (a long document has more snippets than
+    ``num_snippets``), so the answer-view label names the view the forward pass pools the answer into. ``None`` for
+    CAMVR (Algorithm 1's fixed snippets) and MVR.
+    """
+    from haystack_mvr.modeling.st_modules import SnippetViews, document_modules, snippet_spans
+
+    if not any(isinstance(m, SnippetViews) for m in document_modules(model)):
+        return None
+    return lambda text: snippet_spans(model, [text])[0]
+
+
 def model_mode(model: MultiVectorEncoder) -> tuple[str | None, int | None]:
     """``(mode, views)`` of a haystack-mvr ``MultiVectorEncoder`` (``(None, None)`` for any other)."""
     from haystack_mvr.modeling.st_modules import SnippetViews, ViewerTransformer, document_modules
@@ -356,6 +369,7 @@ def train_st(args: TrainingArguments) -> Path:
         corpus=data.corpus,
         num_snippets=layout[0] if layout else None,
         first_snippet_view=layout[1] if layout else 1,
+        snippet_spans=answer_snippet_spans(model),
         embed_title=args.embed_title,
         title_separator=args.title_separator,
         seed=args.seed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -116,6 +117,32 @@ def test_views_do_not_depend_on_the_batch_or_the_forward_passes(narrow, monkeypa
     for a, b in zip(alone, together, strict=True):
         assert a.spans == b.spans
         np.testing.assert_allclose(a.views, b.views, atol=1e-5)
+
+
+def test_training_labels_name_the_view_the_forward_pass_pools_the_answer_into(narrow):
+    """Snippet spans read without the backbone equal the forward pass's; a long document's answer view follows them."""
+    pytest.importorskip("datasets")
+    from haystack_mvr.datasets import Passage
+    from haystack_mvr.modeling.st_modules import snippet_spans
+    from haystack_mvr.training.data import TrainingExample
+    from haystack_mvr.training.st_dataset import answer_view_of, build_st_dataset
+    from haystack_mvr.training.st_training import answer_snippet_spans
+
+    texts = [sentences(n, seed=n) for n in (1, 3, 12, 45, 90)]
+    encoded = narrow.encode_documents(texts)
+    assert snippet_spans(narrow.model, texts) == [list(e.spans[1:]) for e in encoded]
+    long_text = texts[-1]
+    start = long_text.rindex("The ")  # the answer lies in the last sentence of a 90-sentence document
+    example = TrainingExample(query_id="q", query="which one?", positive=Passage(id="d", title="", text=long_text))
+    example = dataclasses.replace(example, answer_start=start)
+    dataset = build_st_dataset(
+        [example], num_negatives=0, num_snippets=2, snippet_spans=answer_snippet_spans(narrow.model)
+    )
+    view = dataset["answer_view"][0]
+    pooled = encoded[-1].spans[view]
+    assert view == len(encoded[-1].spans) - 1 and pooled[0] <= start < pooled[1]
+    # Algorithm 1's fixed count (what the label assumed before) names a view that holds other text
+    assert answer_view_of(long_text, start, 2) != view
 
 
 def test_a_sentence_longer_than_the_window_is_cut_into_pieces_that_cover_it(narrow):
