@@ -759,9 +759,9 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             else:
                 count = self.client.count(self.index, count_filter=qfilter, exact=True).count
             if count and meta:
-                self.client.set_payload(self.index, payload=meta, key="meta", points=qfilter, wait=True)
-                if markers:  # an older marker of a key set to a value is harmless: such documents are re-checked
+                if markers:  # first: a marker without its [] (a crash between the two) is harmless, re-checked
                     self.client.set_payload(self.index, payload=markers, key=EMPTY_LIST_KEY, points=qfilter, wait=True)
+                self.client.set_payload(self.index, payload=meta, key="meta", points=qfilter, wait=True)
             return count
 
         return self._read(update)
