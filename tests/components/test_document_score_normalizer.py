@@ -94,14 +94,15 @@ def test_add_fusion_joiner_warns_when_a_source_offers_no_more_candidates_than_it
 
     from haystack_mvr.components.joiners import add_fusion_joiner
 
-    for offered, warned in ((5, True), (6, False), (100, False)):
+    # (candidates offered by "a", fused documents kept, warned): equal at 100 is an evaluation's deliberate choice
+    for offered, kept, warned in ((5, 5, True), (6, 5, False), (100, 5, False), (100, 100, False), (50, 50, True)):
         pipeline = Pipeline()
         pipeline.add_component("a", InMemoryBM25Retriever(document_store=InMemoryDocumentStore(), top_k=offered))
         pipeline.add_component("b", InMemoryBM25Retriever(document_store=InMemoryDocumentStore(), top_k=100))
         caplog.clear()
         with caplog.at_level("WARNING", logger="haystack_mvr.components.joiners.hybrid_fusion"):
-            add_fusion_joiner(pipeline, ["a", "b"], fusion="convex", weights=[0.4, 0.6], top_k=5)
+            add_fusion_joiner(pipeline, ["a", "b"], fusion="convex", weights=[0.4, 0.6], top_k=kept)
         messages = [r.getMessage() for r in caplog.records]
         assert bool(messages) is warned, messages
         if warned:
-            assert len(messages) == 1 and "'a' offers top_k=5 candidates" in messages[0]
+            assert len(messages) == 1 and f"'a' offers top_k={offered} candidates" in messages[0]

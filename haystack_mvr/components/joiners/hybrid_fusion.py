@@ -41,7 +41,7 @@ def add_fusion_joiner(
     normalised score from it, and min-max over a short list squeezes the scores apart. On the squad-mv dev split
     (BM25 + snippet multi-view, convex 0.4 / 0.6, joiner ``top_k=5``), 5 candidates per retriever score below BM25
     alone at R@1 and 100 candidates above it (``benchmarks/results/hybrid_readme.md``). A source whose ``top_k`` is
-    no larger than the joiner's is logged as a warning. Example::
+    below :data:`CANDIDATES` and no larger than the joiner's is logged as a warning. Example::
 
         rag.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=100))
         rag.add_component("dense", MultiViewRetriever(document_store=store, top_k=100))
@@ -60,7 +60,7 @@ def add_fusion_joiner(
         raise ValueError(msg)
     for source in sources:
         offered = getattr(pipeline.get_component(source), "top_k", None)
-        if isinstance(offered, int) and not isinstance(offered, bool) and offered <= top_k:
+        if isinstance(offered, int) and not isinstance(offered, bool) and offered <= top_k and offered < CANDIDATES:
             logger.warning(
                 "add_fusion_joiner: %r offers top_k=%d candidates, no more than the joiner keeps (top_k=%d); fusion "
                 "gains from many more candidates per retriever than documents kept (e.g. top_k=%d on each retriever).",
