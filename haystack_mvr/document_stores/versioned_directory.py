@@ -38,13 +38,14 @@ Example::
         index = version.read_faiss_index("index.faiss")
 
 The lock files only coordinate processes on one machine with a local file system (flock is not reliable on
-every network file system).
+every network file system). Importing this module has no effect beyond itself: ``fcntl`` is imported, and the
+after-fork hook that lets a forked child drop its copies of the locks is registered, at the first save or open
+(a platform without ``fcntl`` gets a ``DocumentStoreError`` then, and can still use stores in memory).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import io
 import json
@@ -53,13 +54,15 @@ import os
 import re
 import shutil
 import stat
+import sys
 import threading
 import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 import numpy as np
 from haystack.document_stores.errors import DocumentStoreError
@@ -106,6 +109,7 @@ _fork_guard = threading.Lock()  # held across opening/closing a lock fd and its 
 
 
 def _open_lock_fd(path: str | Path, flags: int, dir_fd: int | None = None) -> int:
+    _locking()  # the after-fork hook exists before any lock fd does
     with _fork_guard:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
         _lock_fds[fd] = threading.get_ident()
@@ -137,9 +141,35 @@ def _after_fork_in_child() -> None:
     _fork_guard.release()
 
 
-os.register_at_fork(
-    before=_fork_guard.acquire, after_in_parent=_fork_guard.release, after_in_child=_after_fork_in_child
-)
+_fcntl: ModuleType | None = None  # set by _locking() at the first save or open
+_locking_guard = threading.Lock()  # held only while the after-fork hook is registered
+
+
+def _locking() -> ModuleType:
+    """The ``fcntl`` module, imported at the first call, which also registers the after-fork hook (once, whichever
+    thread gets here first). Every path that takes a lock calls it before it opens a lock file or takes a thread
+    lock, so no lock exists before the hook does.
+
+    :raises DocumentStoreError: the platform has no ``fcntl`` (Windows), naming what still works.
+    """
+    global _fcntl
+    if _fcntl is not None:
+        return _fcntl
+    try:
+        import fcntl
+    except ImportError as e:
+        msg = (
+            f"Saving and loading a multi-view store needs fcntl.flock, which this platform ({sys.platform}) lacks; "
+            "use the store in memory (no index_path, no save or load), or run on Linux."
+        )
+        raise _fail(msg, e) from e
+    with _locking_guard:
+        if _fcntl is None:
+            os.register_at_fork(
+                before=_fork_guard.acquire, after_in_parent=_fork_guard.release, after_in_child=_after_fork_in_child
+            )
+            _fcntl = fcntl
+    return _fcntl
 
 
 class UnsupportedFormatError(DocumentStoreError):
@@ -493,7 +523,24 @@ def current_version(path: str | Path) -> str | None:
     if path.exists() and not path.is_dir():
         msg = f"{path} is not a folder; a saved store is a folder."
         raise _fail(msg)
-    last_missing = None
+    return _follow_current(
+        path, lambda name, again: name if _check_version_dir(path, name, missing_ok=not again) else None
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _follow_current(path: Path, attempt: Callable[[str, bool], _T | None]) -> _T | None:
+    """Read ``CURRENT`` and call ``attempt(name, again)`` on the version it names, until an attempt returns a value.
+
+    A save may replace the current version (and remove the old one) between reading ``CURRENT`` and using the
+    version it names: an attempt returns ``None`` when the version (or its lock file) vanished, and ``CURRENT`` is
+    read again. ``again`` is true when ``CURRENT`` named the same version at the previous try, so what is missing is
+    missing for good: the attempt raises then, naming what to restore. ``None`` when there is no store at ``path``
+    (neither ``CURRENT`` nor version folders); version folders without ``CURRENT`` raise.
+    """
+    last = None
     for _ in range(_OPEN_RETRIES):
         name = _read_pointer(path)
         if name is None:
@@ -501,11 +548,10 @@ def current_version(path: str | Path) -> str | None:
             if versions:
                 raise _no_pointer_error(path, versions)
             return None
-        # a save may have replaced the version (and removed it) since CURRENT was read: read CURRENT again, and
-        # refuse only a version that is still missing when CURRENT names it twice in a row
-        if _check_version_dir(path, name, missing_ok=name != last_missing):
-            return name
-        last_missing = name
+        result = attempt(name, name == last)
+        if result is not None:
+            return result
+        last = name
     msg = f"Could not open the store at {path}: its current version kept changing ({_OPEN_RETRIES} tries)."
     raise DocumentStoreError(msg)
 
@@ -541,6 +587,7 @@ def _check_version_dir(path: Path, name: str, missing_ok: bool = False) -> bool:
 
 @contextlib.contextmanager
 def _store_lock(path: Path, timeout: float | None) -> Iterator[None]:
+    _locking()  # the after-fork hook exists before the thread lock is taken
     lock_path = path / LOCK
     deadline = None if timeout is None else time.monotonic() + timeout
     key = os.path.realpath(path)
@@ -570,6 +617,7 @@ def _store_lock(path: Path, timeout: float | None) -> Iterator[None]:
 
 
 def _flock_exclusive(fd: int, lock_path: Path, deadline: float | None) -> None:
+    fcntl = _locking()
     if deadline is None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return
@@ -726,6 +774,7 @@ def _remove_version(path: Path, name: str) -> None:
     try:
         if fd is not None:
             try:
+                fcntl = _locking()
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # a reader holds it; a later save removes it
@@ -968,29 +1017,22 @@ class _Verifier:
 
 def _lock_current(path: Path) -> tuple[str, int, int]:
     """Find the current version and lock it shared; returns its name, a folder fd and the lock fd."""
-    last_missing = None
-    for _ in range(_OPEN_RETRIES):
-        name = _read_pointer(path)
-        if name is None:
-            versions = _version_dirs(path)
-            if versions:
-                raise _no_pointer_error(path, versions)
-            msg = f"No saved store at {path}: it has no {POINTER} file."
-            raise DocumentStoreError(msg)
+    fcntl = _locking()
+
+    def lock(name: str, again: bool) -> tuple[str, int, int] | None:
         try:
             dir_fd = os.open(path / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
-            if name == last_missing:
+            if again:
                 _check_version_dir(path, name)  # still missing: raises
-            last_missing = name  # a save may have replaced it: read CURRENT again
-            continue
+            return None
         except OSError as e:
             _check_version_dir(path, name)  # a symbolic link or not a folder: raises
             raise _os_error("open", path / name, e) from e
         try:
             lock_fd = _open_lock_fd(LOCK, os.O_RDONLY, dir_fd=dir_fd)
         except FileNotFoundError:
-            if name == last_missing:
+            if again:
                 try:
                     _read_manifest(path, name, dir_fd)  # a store of an older layout (no lock files) says so
                 finally:
@@ -1001,8 +1043,7 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
                 )
                 raise DocumentStoreError(msg) from None
             os.close(dir_fd)
-            last_missing = name
-            continue
+            return None
         except OSError as e:
             os.close(dir_fd)
             raise _os_error("open", path / name / LOCK, e) from e
@@ -1018,8 +1059,13 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
             raise
         _close_lock_fd(lock_fd)  # a save removed this version while we waited: read CURRENT again
         os.close(dir_fd)
-    msg = f"Could not open the store at {path}: its current version kept changing ({_OPEN_RETRIES} tries)."
-    raise DocumentStoreError(msg)
+        return None
+
+    found = _follow_current(path, lock)
+    if found is None:
+        msg = f"No saved store at {path}: it has no {POINTER} file."
+        raise DocumentStoreError(msg)
+    return found
 
 
 @contextlib.contextmanager

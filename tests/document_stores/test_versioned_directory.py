@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -529,3 +531,76 @@ def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
     file.write_bytes(data)
     with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
         v.read_faiss_index("index.faiss", faiss.IO_FLAG_MMAP_IFC)
+
+
+# ------------------------------------------------------------------- nothing happens at import: fcntl, fork hooks
+
+_SPY = (
+    "import os, sys, threading\n"
+    "hooks = []\n"
+    "real = os.register_at_fork\n"
+    "def spy(**kw):\n"
+    "    hooks.append(getattr(kw.get('after_in_child'), '__module__', None) or '')\n"
+    "    return real(**kw)\n"
+    "os.register_at_fork = spy\n"
+    "def ours():\n"
+    "    return [h for h in hooks if h.startswith('haystack_mvr')]\n"
+)
+
+
+def _run(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _SPY + code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.splitlines()
+
+
+def test_importing_the_faiss_store_without_fcntl_works_and_registers_no_fork_hook(tmp_path):
+    """Where fcntl is missing (Windows) the store imports and works in memory; only a save or load says why not."""
+    saved = str(tmp_path / "saved")
+    _save(Path(saved))
+    out = _run(
+        "sys.modules['fcntl'] = None\n"  # what Python does for a module that cannot be imported
+        "from haystack import Document\n"
+        "from haystack.document_stores.errors import DocumentStoreError\n"
+        "from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
+        "print('hooks after import', ours())\n"
+        "store = FaissMultiViewDocumentStore()\n"
+        "store.write_documents([Document(id='a', content='x', embedding=[1.0, 0.0]),\n"
+        "                       Document(id='b', content='y', embedding=[0.0, 1.0])])\n"
+        "print('found', [d.id for d in store.search([0.1, 0.9], top_k=2)])\n"
+        f"calls = [lambda: store.save({str(tmp_path / 'new')!r}),\n"
+        f"         lambda: FaissMultiViewDocumentStore(index_path={saved!r}).count_documents()]\n"
+        "for call in calls:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except DocumentStoreError as e:\n"
+        "        print('refused', e)\n"
+        "print('hooks at the end', ours())\n"
+    )
+    assert out[0] == "hooks after import []"
+    assert out[1] == "found ['b', 'a']"
+    for line in out[2:4]:  # the save, then the load
+        assert line.startswith("refused Saving and loading a multi-view store needs fcntl.flock"), out
+        assert "use the store in memory (no index_path, no save or load), or run on Linux" in line
+    assert out[4:] == ["hooks at the end []"]
+    assert current_version(tmp_path / "new") is None  # nothing was saved
+
+
+def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
+    out = _run(
+        "from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_directory as vd\n"
+        "assert 'fcntl' not in vars(vd)\n"
+        "print(len(ours()))\n"
+        "barrier = threading.Barrier(4)\n"
+        "def save(i):\n"
+        "    barrier.wait()\n"
+        f"    vd.save_version({str(tmp_path)!r} + f'/s{{i}}', lambda w: w.write_bytes('a', b'x'), {{}})\n"
+        "threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "with vd.open_version(" + repr(str(tmp_path / "s0")) + ") as v:\n"
+        "    print(v.read_bytes('a').decode())\n"
+        "print(ours())\n"
+    )
+    assert out[0] == "0"  # importing registers nothing
+    assert out[1] == "x"
+    assert out[2] == "['haystack_mvr.document_stores.versioned_directory']"  # four threads raced: once
