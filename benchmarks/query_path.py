@@ -255,9 +255,9 @@ def main() -> None:
         "packed_and_list_sockets_return_the_same_ranking": same,
     }
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / f"query_path.{args.tier}"
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    stem.with_suffix(".md").write_text(markdown(payload), encoding="utf-8")
+    stem = args.output_dir / f"query_path.{args.tier}"  # "query_path.squad-mv" has a suffix: no with_suffix
+    Path(f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    Path(f"{stem}.md").write_text(markdown(payload), encoding="utf-8")
     print(markdown(payload))
     print(f"wrote {stem}.json, .md")
 
