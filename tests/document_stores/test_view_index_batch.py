@@ -97,6 +97,17 @@ def test_collapse_matches_a_loop_over_queries(seed):
             assert counts.tolist() == expected_counts
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_collapse_of_one_query(seed):
+    rng = np.random.default_rng(seed)
+    labels = (rng.integers(0, 6, (1, 40)) << VIEW_BITS) | rng.integers(0, 9, (1, 40))
+    labels[0, rng.random(40) < 0.2] = -1
+    for want in (1, 4, 50):
+        found, counts = _collapse(labels, want)
+        expected, expected_counts = _collapse_reference(labels, want)
+        assert [f.tolist() for f in found] == expected and counts.tolist() == expected_counts
+
+
 def test_collapse_of_nothing():
     found, counts = _collapse(np.full((3, 4), -1, dtype=np.int64), 2)
     assert [f.tolist() for f in found] == [[], [], []] and counts.tolist() == [0, 0, 0]
@@ -128,3 +139,29 @@ def test_search_batch_ranks_documents_by_their_best_view_like_brute_force():
             assert len({h.id for h in hits}) == len(hits)
             single = store.search(query, top_k=top_k)
             assert [h.score for h in single] == [h.score for h in hits]
+
+
+def test_hnsw_rows_of_one_write_make_the_graph_one_faiss_add_makes():
+    """The rows of one write go into HNSW in one add (2,048-row adds built another graph, of lower recall: this test
+    fails with them): the store's documents are raw IndexHNSWFlat's (one add of the same rows, same efSearch, asked
+    for the rows of top_k documents) collapsed to documents."""
+    from haystack_mvr.document_stores.faiss_import import faiss
+    from haystack_mvr.document_stores.view_index import omp_threads
+
+    rng = np.random.default_rng(3)
+    dim, views, docs, top_k = 16, 2, 3000, 10
+    rows = rng.standard_normal((docs * views, dim)).astype(np.float32)
+    store = FaissMultiViewDocumentStore(
+        embedding_dim=dim, index_factory="HNSW32", search_parameters={"efSearch": 16}, search_threads=1
+    )
+    store.write_documents(
+        [Document(id=str(i), meta={VIEWS_KEY: rows[i * views : (i + 1) * views]}) for i in range(docs)]
+    )
+    raw = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+    raw.hnsw.efSearch = 16
+    with omp_threads(1):
+        raw.add(rows)
+        for query in rng.standard_normal((20, dim)).astype(np.float32):
+            _, labels = raw.search(query[None], top_k * views)
+            expected = list(dict.fromkeys((labels[0][labels[0] >= 0] // views).tolist()))[:top_k]
+            assert [int(d.id) for d in store.search(query, top_k=top_k)] == expected
