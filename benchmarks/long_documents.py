@@ -346,9 +346,7 @@ def single_vector_system(pages: Sequence[Page], model: str, batch_size: int, top
     return query, (lambda q: {"embedder": {"text": q}}), "retriever", info
 
 
-def multi_view_index(
-    pages: Sequence[Page], model: str, batch_size: int, encoder_kwargs: dict[str, Any], index_factory: str = "Flat"
-):
+def multi_view_index(pages: Sequence[Page], model: str, batch_size: int, encoder_kwargs: dict[str, Any]):
     from haystack import Pipeline
     from haystack.components.writers import DocumentWriter
 
@@ -356,8 +354,7 @@ def multi_view_index(
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.views import ENCODER_KEY, document_views
 
-    lossy = index_factory != "Flat"  # a quantized index: the store keeps no float32 copy beside it
-    store = FaissMultiViewDocumentStore(index_factory=index_factory, keep_vectors=False if lossy else None)
+    store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()
     indexing.add_component(
         "embedder",
@@ -374,7 +371,6 @@ def multi_view_index(
         "encode_seconds": seconds,
         "views": [len(v) for v in views],
         "dim": int(views[0].shape[1]),
-        "bytes_per_view": code_size(index_factory, int(views[0].shape[1])),
         "encoder": embedded[0].meta.get(ENCODER_KEY),
     }
     del result, embedded, views
@@ -404,6 +400,18 @@ def cached_multi_view_index(cache: Path | None, key: dict[str, Any], pages: Sequ
     store.save(folder / "store")
     info_path.write_text(json.dumps({**info, "key": key}), encoding="utf-8")
     return store, info
+
+
+def requantized(store, index_factory: str):
+    """
+    The documents of the Flat ``store``, views and all, copied into a new store with ``index_factory`` (no float32
+    copy kept beside a lossy index): one write, so a quantizer is trained on every view. Nothing is encoded again.
+    """
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore, copy_documents
+
+    target = FaissMultiViewDocumentStore(index_factory=index_factory, keep_vectors=False)
+    copy_documents(store, target, batch_size=10**9)
+    return target
 
 
 def code_size(index_factory: str, dim: int) -> int:
@@ -762,7 +770,8 @@ def main() -> None:
         "--index-factory",
         default="Flat",
         help="multi-view / hybrid: the FAISS store's index_factory (e.g. SQ8 or SQfp16: vector bytes per view shrink "
-        "to the index's code size; the store then keeps no float32 copy).",
+        "to the index's code size; the store then keeps no float32 copy). The views are encoded (or reopened from "
+        "--index-cache) into a Flat store and copied over, never encoded again.",
     )
     parser.add_argument(
         "--index-cache",
@@ -925,14 +934,17 @@ def main() -> None:
             "pages": [p.id for p in pages],
             "model": model,
             "encoder_kwargs": encoder_kwargs,
-            "index_factory": args.index_factory,
             "batch_size": args.batch_size,
             **code_version(),
         }
         store, info = cached_multi_view_index(
-            args.index_cache, cache_key, pages, model, args.batch_size, encoder_kwargs, args.index_factory
+            args.index_cache, cache_key, pages, model, args.batch_size, encoder_kwargs
         )
         info.pop("key", None)
+        info["bytes_per_view"] = code_size(args.index_factory, info["dim"])
+        if args.index_factory != "Flat":
+            print(f"multi-view: copying the views into a {args.index_factory} index ...", flush=True)
+            store = requantized(store, args.index_factory)
         mv_settings = {
             "encoder_kwargs": encoder_kwargs,
             "encoder": info.pop("encoder"),
@@ -982,7 +994,9 @@ def default_labels(args: argparse.Namespace, encoder_kwargs: dict[str, Any]) -> 
     return {
         "bm25": "BM25 (InMemoryBM25Retriever, title + text)",
         "single-vector": f"{name} single vector, truncated (sentence-transformers)",
-        "multi-view": f"{name} multi-view snippet mode" + (f" ({kwargs})" if kwargs else ""),
+        "multi-view": f"{name} multi-view snippet mode"
+        + (f" ({kwargs})" if kwargs else "")
+        + ("" if args.index_factory == "Flat" else f", {args.index_factory} index"),
         "chunks": f"{name} chunks: DocumentSplitter {args.split_length} sentences, overlap {args.split_overlap}, "
         "best chunk per page",
         "hybrid": "",  # named after the multi-view row
