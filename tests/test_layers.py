@@ -113,3 +113,39 @@ def test_pipeline_yaml_loads_after_importing_a_haystack_facing_package(package):
         "print(type(again.get_component('embedder')).__name__)\n"
     )
     assert _fresh_python(code) == "MultiViewTextEmbedder"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports when it is imported (``TYPE_CHECKING`` blocks included; imports inside
+    functions, which run on first use, left out). ``from package import module`` names the module."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, ast.Import):
+                names.update(alias.name for alias in sub.names)
+            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
+                inner = {f"{sub.module}.{alias.name}" for alias in sub.names} & modules
+                names.update(inner or {sub.module})
+    return names & modules
+
+
+def test_no_import_cycles():
+    """Every module can be read without the ones that import it (persistence.py once imported the FAISS store)."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {name: _module_level_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    cycles = []
+    for start in graph:
+        stack = [(start, [start])]
+        while stack:
+            name, chain = stack.pop()
+            for imported in graph[name]:
+                if imported == start:
+                    cycles.append(" -> ".join([*chain, start]))
+                elif imported not in chain and imported > start:  # each cycle once, from its smallest module
+                    stack.append((imported, [*chain, imported]))
+    assert not cycles, cycles

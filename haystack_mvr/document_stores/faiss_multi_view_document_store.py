@@ -196,7 +196,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             if self._loaded:
                 return
             if self.index_path and persistence.exists(self.index_path):
-                persistence.load_into(self, Path(self.index_path))
+                self._load_from(Path(self.index_path))
             else:
                 logger.warning(
                     "index_path %s holds no saved multi-view store yet; the store opens empty.", self.index_path
@@ -507,13 +507,46 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         """Write the store to the directory ``path`` atomically: a crash leaves the previous copy loadable."""
         with self._lock:
             self._ensure_loaded()
-            persistence.save(self, Path(path))
+            persistence.save(self._state(), Path(path))
 
     def load(self, path: str | Path) -> None:
         """Replace this store's contents with the copy at ``path`` (refused if dimension or encoder differ)."""
         with self._lock:
-            persistence.load_into(self, Path(path))
+            self._load_from(Path(path))
             self._loaded = True
+
+    def _state(self) -> persistence.StoreState:
+        """What :meth:`save` writes: the store's own objects (read under the lock), not copies."""
+        return persistence.StoreState(
+            documents=self._documents,
+            keys=self._key_of,
+            views=self._views,
+            embedding_dim=self.embedding_dim,
+            encoder_config=self.encoder_config,
+            index_settings=self._index_settings(),
+        )
+
+    def _load_from(self, path: Path) -> None:
+        """Replace the contents with the copy at ``path``, checked against this store's arguments first (the caller
+        holds the lock); on any error nothing changes."""
+        target = persistence.LoadTarget(
+            embedding_dim=self.embedding_dim,
+            encoder_config=self.encoder_config,
+            index_factory=self.index_factory,
+            new_view_index=self._new_view_index,
+        )
+        persistence.load_into(target, path)
+        state = target.state
+        assert state is not None
+        self._documents = state.documents
+        self._key_of = state.keys
+        self._id_of = dict(zip(state.keys.values(), state.keys.keys(), strict=True))
+        self._next_key = iter(range(max(state.keys.values(), default=-1) + 1, 1 << 50))
+        self._views = state.views
+        self._saved_settings = state.index_settings
+        self.embedding_dim = self.embedding_dim or state.embedding_dim
+        if self.encoder_config is None:
+            self.encoder_config = state.encoder_config
 
     # ---------------------------------------------------------------------------------------- internals
     def _matching(self, filters: dict[str, Any] | None) -> list[Document]:

@@ -13,13 +13,18 @@ A saved store is a version folder (``versioned_directory`` handles locking, atom
 Every row is written once. On load the files are checked against each other (line counts, unique ids and keys,
 the index holding exactly the expected labels, held rows and spans matching the view counts); any disagreement is
 a ``DocumentStoreError`` naming the file.
+
+The store and this module exchange a :class:`StoreState`; this module never reads or writes the store's attributes
+(nor imports its module): the store builds the state it saves from itself, and applies the state a load read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from haystack import Document
@@ -31,32 +36,75 @@ from haystack_mvr.document_stores.inputs import gc_paused
 from haystack_mvr.document_stores.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
 from haystack_mvr.views import SPANS_KEY
 
-if TYPE_CHECKING:
-    from haystack_mvr.document_stores.faiss_multi_view_document_store import FaissMultiViewDocumentStore
-
 FORMAT_VERSION = 2
 KIND = "haystack-mvr.faiss-multi-view-store"
+
+
+@dataclasses.dataclass
+class StoreState:
+    """A FAISS multi-view store's contents: what :func:`save` writes and what :func:`load_into` reads.
+
+    The fields are the store's own objects, not copies (a save reads them under the store's lock).
+
+    :param documents: The stored documents by id, in write order (views are not in their meta).
+    :param keys: Each document's key; its rows are labelled ``(key << VIEW_BITS) | view``.
+    :param views: The view index, ``None`` before the first vectors.
+    :param embedding_dim: The vector dimension, ``None`` if not known yet.
+    :param encoder_config: The config of the encoder the vectors come from, if known.
+    :param index_settings: ``index_factory``, ``search_parameters``, ``keep_vectors`` and ``train_size``. For a
+        save, those a new view index gets (recorded when the store has no view index yet); from a load, those the
+        save recorded.
+    """
+
+    documents: dict[str, Document]
+    keys: dict[str, int]
+    views: ViewIndex | None
+    embedding_dim: int | None
+    encoder_config: dict[str, Any] | None
+    index_settings: dict[str, Any]
+
+
+@dataclasses.dataclass
+class LoadTarget:
+    """The store a load is for: what the saved copy is checked against, and how its view index is built.
+
+    :param embedding_dim: The loading store's dimension (``None``: any).
+    :param encoder_config: The loading store's encoder config (``None``: any).
+    :param index_factory: The factory the loading store was given (``None``: the saved one); a trained saved index
+        of another factory is refused.
+    :param new_view_index: Builds an empty view index of a dimension with the store's settings, given the
+        settings the save recorded (used where the store was given none).
+    :param state: Set by :func:`load_into`: the copy it read, checked, for the store to apply.
+    """
+
+    embedding_dim: int | None
+    encoder_config: dict[str, Any] | None
+    index_factory: str | None
+    new_view_index: Callable[[int, dict[str, Any]], ViewIndex]
+    state: StoreState | None = None
 
 
 def exists(path: str | Path) -> bool:
     return versioned_directory.current_version(path) is not None
 
 
-def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
-    views = store._views
-    ids = list(store._documents)
-    keys = np.array([store._key_of[i] for i in ids], dtype=np.int64)
+def save(state: StoreState, path: Path) -> None:
+    """Write ``state`` to the store folder ``path`` as a new version (the previous one stays current until then)."""
+    views = state.views
+    documents = state.documents
+    ids = list(documents)
+    keys = np.array([state.keys[i] for i in ids], dtype=np.int64)
     counts = np.array([views.count(int(k)) if views is not None else 0 for k in keys], dtype=np.int32)
     index = views.faiss_index if views is not None else None
     held_by_key = views.held_rows() if views is not None else {}
-    dim = views.dim if views is not None else store.embedding_dim
+    dim = views.dim if views is not None else state.embedding_dim
     held_keys = [int(k) for k, c in zip(keys, counts, strict=True) if c and int(k) in held_by_key]
 
     def write(w: versioned_directory.VersionWriter) -> None:
         with w.open("documents.jsonl") as f:
             lines = []
             for doc_id in ids:
-                lines.append(_document_json(store._documents[doc_id]))
+                lines.append(_document_json(documents[doc_id]))
                 if len(lines) >= 4096:
                     f.write(("\n".join(lines) + "\n").encode())
                     lines = []
@@ -70,7 +118,7 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
         if index is not None:
             w.write_faiss_index("index.faiss", index)
 
-    settings = store._index_settings()
+    settings = state.index_settings
     if views is not None:
         settings = {
             "index_factory": views.index_factory,
@@ -83,7 +131,7 @@ def save(store: FaissMultiViewDocumentStore, path: Path) -> None:
         "format_version": FORMAT_VERSION,
         "embedding_dim": dim,
         **settings,  # a store opened without these arguments reopens with them
-        "encoder_config": store.encoder_config,
+        "encoder_config": state.encoder_config,
         "documents": len(ids),
         "rows": int(counts.sum()),
         "trained": index is not None,
@@ -108,7 +156,12 @@ def _refuse_old_format(path: Path) -> None:
         raise DocumentStoreError(msg)
 
 
-def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
+def load_into(target: LoadTarget, path: Path) -> None:
+    """Read and check the copy saved at ``path`` for ``target``; sets ``target.state`` (the store applies it).
+
+    :raises DocumentStoreError: no saved store at ``path``, a copy of another format, dimension, encoder or trained
+        factory than ``target``'s, or damaged files (each named).
+    """
     if not exists(path):
         _refuse_old_format(path)
         msg = f"No saved multi-view store at {path} (missing {versioned_directory.POINTER} file)."
@@ -123,8 +176,7 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
                 f"(kind {str(meta.get('kind'))[:60]!r}, format {str(meta.get('format_version'))[:10]})."
             )
             raise DocumentStoreError(msg)
-        dim = meta["embedding_dim"]
-        _check_compatible(store, meta, where)
+        _check_compatible(target, meta, where)
         saved = _saved_settings(meta, where)
         documents = _read_documents(version.read_bytes("documents.jsonl"), where)
         keys = version.read_array("keys.npy")
@@ -132,33 +184,30 @@ def load_into(store: FaissMultiViewDocumentStore, path: Path) -> None:
         held = version.read_array("held.npy")
         tombstones = version.read_array("tombstones.npy")
         index = version.read_faiss_index("index.faiss") if meta["trained"] else None
-        views = _check_and_build(store, meta, saved, where, documents, keys, counts, held, tombstones, index)
+        views = _check_and_build(target, meta, saved, where, documents, keys, counts, held, tombstones, index)
         ids = [d.id for d in documents]
-        key_list = keys.tolist()
-        store._documents = dict(zip(ids, documents, strict=True))
-        store._key_of = dict(zip(ids, key_list, strict=True))
-        store._id_of = dict(zip(key_list, ids, strict=True))
-    start = int(keys.max()) + 1 if len(keys) else 0
-    store._next_key = iter(range(start, 1 << 50))
-    store._views = views
-    store._saved_settings = saved
-    store.embedding_dim = store.embedding_dim or dim
-    if store.encoder_config is None:
-        store.encoder_config = meta["encoder_config"]
+        target.state = StoreState(
+            documents=dict(zip(ids, documents, strict=True)),
+            keys=dict(zip(ids, keys.tolist(), strict=True)),
+            views=views,
+            embedding_dim=meta["embedding_dim"],
+            encoder_config=meta["encoder_config"],
+            index_settings=saved,
+        )
 
 
-def _check_compatible(store: FaissMultiViewDocumentStore, meta: dict[str, Any], where: str) -> None:
+def _check_compatible(target: LoadTarget, meta: dict[str, Any], where: str) -> None:
     dim = meta["embedding_dim"]
-    if store.embedding_dim is not None and dim is not None and dim != store.embedding_dim:
-        msg = f"{where} holds {dim}-dimensional vectors; this store expects {store.embedding_dim}."
+    if target.embedding_dim is not None and dim is not None and dim != target.embedding_dim:
+        msg = f"{where} holds {dim}-dimensional vectors; this store expects {target.embedding_dim}."
         raise DocumentStoreError(msg)
-    if store.encoder_config is not None and meta["encoder_config"] not in (None, store.encoder_config):
-        msg = f"{where} was built with another encoder config: {meta['encoder_config']} != {store.encoder_config}."
+    if target.encoder_config is not None and meta["encoder_config"] not in (None, target.encoder_config):
+        msg = f"{where} was built with another encoder config: {meta['encoder_config']} != {target.encoder_config}."
         raise DocumentStoreError(msg)
-    if meta["trained"] and store.index_factory is not None and meta["index_factory"] != store.index_factory:
+    if meta["trained"] and target.index_factory is not None and meta["index_factory"] != target.index_factory:
         msg = (
             f"{where} holds a {meta['index_factory']!r} index; load it with index_factory="
-            f"{meta['index_factory']!r}, not {store.index_factory!r} (its rows live in that index), or leave "
+            f"{meta['index_factory']!r}, not {target.index_factory!r} (its rows live in that index), or leave "
             "index_factory out to use the saved one."
         )
         raise DocumentStoreError(msg)
@@ -296,7 +345,7 @@ def _corrupt(where: str, file: str, what: str) -> DocumentStoreError:
 
 
 def _check_and_build(
-    store: FaissMultiViewDocumentStore,
+    target: LoadTarget,
     meta: dict[str, Any],
     saved: dict[str, Any],
     where: str,
@@ -330,7 +379,7 @@ def _check_and_build(
     if meta["rows"] == 0 and index is None:
         views = None
         if dim is not None:
-            views = store._new_view_index(dim, saved)
+            views = target.new_view_index(dim, saved)
         return views
     if dim is None:
         raise _corrupt(where, "manifest.json", "has rows but no dimension")
@@ -338,7 +387,7 @@ def _check_and_build(
         raise _corrupt(where, "held.npy", f"has shape {held.shape}, expected ({meta['held_rows']}, {dim}) float32")
     has_rows = counts > 0
     live = list(zip(keys[has_rows].tolist(), counts[has_rows].tolist(), strict=True))
-    views = store._new_view_index(dim, saved)
+    views = target.new_view_index(dim, saved)
     by_key: dict[int, np.ndarray] = {}
     if len(held):
         if len(held) != meta["rows"]:
