@@ -6,13 +6,7 @@ from typing import Any
 
 from haystack.document_stores.types import DuplicatePolicy
 
-
-def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` if it is a positive integer, else a ``ValueError`` naming it."""
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        msg = f"batch_size must be a positive integer, got {batch_size!r}."
-        raise ValueError(msg)
-    return batch_size
+from haystack_mvr.document_stores.checks import check_batch_size
 
 
 def copy_documents(

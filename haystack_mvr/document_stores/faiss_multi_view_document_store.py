@@ -18,8 +18,15 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_mvr.document_stores import gpu_index, metadata_queries, persistence
+from haystack_mvr.document_stores.checks import (
+    check_batch_size,
+    check_encoder_config,
+    check_optional_positive_int,
+    check_query_dimension,
+    check_top_k,
+    document_dimension_message,
+)
 from haystack_mvr.document_stores.compiled_filters import compile_filter
-from haystack_mvr.document_stores.copying import check_batch_size
 from haystack_mvr.document_stores.inputs import document_id_list, document_list, gc_paused
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.view_index import (
@@ -120,9 +127,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         search_threads: int | None = None,
         gpu_device: int | None = None,
     ) -> None:
-        if embedding_dim is not None and (not isinstance(embedding_dim, int) or embedding_dim < 1):
-            msg = f"embedding_dim must be a positive integer or None, got {embedding_dim!r}."
-            raise ValueError(msg)
+        check_optional_positive_int("embedding_dim", embedding_dim)
         if index_factory is not None and (not isinstance(index_factory, str) or not index_factory.strip()):
             msg = "index_factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32', or None."
             raise ValueError(msg)
@@ -138,18 +143,14 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         if keep_vectors is not None and not isinstance(keep_vectors, bool):
             msg = f"keep_vectors must be True, False or None, got {keep_vectors!r}."
             raise ValueError(msg)
-        for name, value in (("train_size", train_size), ("search_threads", search_threads)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                msg = f"{name} must be a positive integer or None, got {value!r}."
-                raise ValueError(msg)
+        check_optional_positive_int("train_size", train_size)
+        check_optional_positive_int("search_threads", search_threads)
         if gpu_device is not None:
             if not isinstance(gpu_device, int) or isinstance(gpu_device, bool) or gpu_device < 0:
                 msg = f"gpu_device must be a CUDA device number (0, 1, ...) or None, got {gpu_device!r}."
                 raise ValueError(msg)
             gpu_index.check_gpu_device(gpu_device)
-        if encoder_config is not None and not isinstance(encoder_config, dict):
-            msg = f"encoder_config must be a dict or None, got {type(encoder_config).__name__}."
-            raise ValueError(msg)
+        check_encoder_config(encoder_config)
         self.embedding_dim = embedding_dim
         self.index_factory = index_factory
         self.search_parameters = dict(search_parameters) if search_parameters else None
@@ -444,17 +445,12 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def _search(
         self, queries: np.ndarray, top_k: int, filters: dict[str, Any] | None, return_embedding: bool, batch: bool
     ) -> list[list[Document]]:
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            msg = f"top_k must be a positive integer, got {top_k!r}."
-            raise ValueError(msg)
+        check_top_k(top_k)
         with self._lock:
             self._ensure_loaded()
             views = self._views
-            if views is not None and queries.shape[1] != views.dim:
-                msg = (
-                    f"query_embedding has dimension {queries.shape[1]} but the stored views have dimension {views.dim}."
-                )
-                raise ValueError(msg)
+            if views is not None:
+                check_query_dimension(queries, views.dim)
             allowed = None
             if filters:
                 matching = self._matching(filters)
@@ -606,11 +602,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 if dim is None:
                     dim = d
                 elif d != dim:
-                    msg = (
-                        f"Document {doc.id!r} has {d}-dimensional vectors but the store holds "
-                        f"{dim}-dimensional ones; nothing of this batch was written."
-                    )
-                    raise ValueError(msg)
+                    raise ValueError(document_dimension_message(doc.id, d, "the store", dim))
                 if k > MAX_VIEWS:
                     msg = (
                         f"Document {doc.id!r} has {k} views; the store keeps at most {MAX_VIEWS} per document (a "

@@ -10,6 +10,7 @@ from haystack.core.serialization import import_class_by_name
 from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
+from haystack_mvr.document_stores.checks import check_top_k
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import unpack_views
 
@@ -41,13 +42,6 @@ def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
         )
         raise ValueError(msg)
     return matrix[0].tolist()
-
-
-def _check_top_k(top_k: Any) -> int:
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        msg = f"top_k must be a positive integer, got {top_k!r}."
-        raise ValueError(msg)
-    return top_k
 
 
 @component
@@ -88,7 +82,7 @@ class MultiViewRetriever:
                 f"QdrantMultiViewDocumentStore, ...), got {type(document_store).__name__}."
             )
             raise ValueError(msg)
-        _check_top_k(top_k)
+        check_top_k(top_k)
         self.document_store = document_store
         self.filters = filters
         self.top_k = top_k
@@ -118,7 +112,7 @@ class MultiViewRetriever:
 
     def _top_k(self, top_k: int | None) -> int:
         """The runtime ``top_k`` (0 is refused, not read as "the default"), or the init one when it is ``None``."""
-        return self.top_k if top_k is None else _check_top_k(top_k)
+        return self.top_k if top_k is None else check_top_k(top_k)
 
     def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
         """

@@ -30,8 +30,16 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models
 
 from haystack_mvr.document_stores import metadata_queries
+from haystack_mvr.document_stores.checks import (
+    check_batch_size,
+    check_encoder_config,
+    check_optional_positive_int,
+    check_positive_int,
+    check_query_dimension,
+    check_top_k,
+    document_dimension_message,
+)
 from haystack_mvr.document_stores.compiled_filters import compile_filter
-from haystack_mvr.document_stores.copying import check_batch_size
 from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import (
@@ -240,15 +248,9 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             ("prefetch_limit", prefetch_limit),
             ("timeout", timeout),
         ):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                msg = f"{name} must be a positive integer or None, got {value!r}."
-                raise ValueError(msg)
-        if not isinstance(write_batch_size, int) or isinstance(write_batch_size, bool) or write_batch_size < 1:
-            msg = f"write_batch_size must be a positive integer, got {write_batch_size!r}."
-            raise ValueError(msg)
-        if encoder_config is not None and not isinstance(encoder_config, dict):
-            msg = f"encoder_config must be a dict or None, got {type(encoder_config).__name__}."
-            raise ValueError(msg)
+            check_optional_positive_int(name, value)
+        check_positive_int("write_batch_size", write_batch_size)
+        check_encoder_config(encoder_config)
         for name, flag in (("global_view", global_view), ("on_disk", on_disk), ("exact", exact)):
             if not isinstance(flag, bool):
                 msg = f"{name} must be True or False, got {flag!r}."
@@ -836,7 +838,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         def query(collection: _Collection | None) -> list[Any] | None:
             if collection is None or collection.dim is None or not len(queries):
                 return None
-            _check_query_dim(queries, collection.dim)
+            check_query_dimension(queries, collection.dim)
             resolved = self._resolve(qfilter)
             requests = [self._request(q, top_k, resolved) for q in queries]
             if single:
@@ -880,7 +882,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         async def query(collection: _Collection | None) -> list[Any] | None:
             if collection is None or collection.dim is None or not len(queries):
                 return None
-            _check_query_dim(queries, collection.dim)
+            check_query_dimension(queries, collection.dim)
             resolved = await asyncio.to_thread(self._locked_resolve, qfilter)
             requests = [self._request(q, top_k, resolved) for q in queries]
             return await self._get_async_client().query_batch_points(self.index, requests=requests)
@@ -934,9 +936,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def _search_inputs(
         query_embeddings: Any, top_k: int, filters: dict[str, Any] | None, *, single: bool
     ) -> tuple[np.ndarray, QdrantFilter | None]:
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            msg = f"top_k must be a positive integer, got {top_k!r}."
-            raise ValueError(msg)
+        check_top_k(top_k)
         name = "query_embedding" if single else "query_embeddings"
         try:
             queries = np.asarray(query_embeddings, dtype=np.float32)
@@ -1066,10 +1066,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             raise CollectionMismatchError(msg)
         if dim is not None and dim != collection.dim:
             first = next(p for p in prepared if p.views is not None)
-            msg = (
-                f"Document {first.document.id!r} has {dim}-dimensional vectors but {where} holds "
-                f"{collection.dim}-dimensional ones; nothing of this batch was written."
-            )
+            msg = document_dimension_message(first.document.id, dim, where, collection.dim)
             raise CollectionMismatchError(msg)
         known = collection.encoder_config or self._configured_encoder
         if encoder is not None and known is not None and _canonical(encoder) != _canonical(known):
@@ -1257,12 +1254,6 @@ def _parse(name: str, value: dict[str, Any] | None, model: Any) -> Any:
 
 def _canonical(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str)
-
-
-def _check_query_dim(queries: np.ndarray, dim: int) -> None:
-    if queries.shape[1] != dim:
-        msg = f"query_embedding has dimension {queries.shape[1]} but the stored views have dimension {dim}."
-        raise ValueError(msg)
 
 
 def _as_kwargs(request: models.QueryRequest) -> dict[str, Any]:

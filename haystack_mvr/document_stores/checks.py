@@ -1,0 +1,73 @@
+"""The argument checks every multi-view store (and the retriever) makes, written once so their messages agree.
+
+Each check returns the value it accepted, or raises a ``ValueError`` that names the argument, what it must be and
+what it got. ``True`` and ``False`` are never accepted as numbers (``isinstance(True, int)`` holds in Python).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_batch_size",
+    "check_encoder_config",
+    "check_optional_positive_int",
+    "check_positive_int",
+    "check_query_dimension",
+    "check_top_k",
+    "document_dimension_message",
+]
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` if it is a positive ``int``, else a ``ValueError`` naming ``name``: ``check_positive_int("top_k", 0)``
+    raises "top_k must be a positive integer, got 0."."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        msg = f"{name} must be a positive integer, got {value!r}."
+        raise ValueError(msg)
+    return value
+
+
+def check_optional_positive_int(name: str, value: Any) -> int | None:
+    """``value`` if it is ``None`` or a positive ``int``, else a ``ValueError`` naming ``name`` ("... must be a
+    positive integer or None, got ...")."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        msg = f"{name} must be a positive integer or None, got {value!r}."
+        raise ValueError(msg)
+    return value
+
+
+def check_top_k(top_k: Any) -> int:
+    """``top_k`` if it is a positive integer, else a ``ValueError`` naming it."""
+    return check_positive_int("top_k", top_k)
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` if it is a positive integer, else a ``ValueError`` naming it."""
+    return check_positive_int("batch_size", batch_size)
+
+
+def check_encoder_config(encoder_config: Any) -> dict[str, Any] | None:
+    """``encoder_config`` if it is a dict or ``None``, else a ``ValueError`` naming its type."""
+    if encoder_config is not None and not isinstance(encoder_config, dict):
+        msg = f"encoder_config must be a dict or None, got {type(encoder_config).__name__}."
+        raise ValueError(msg)
+    return encoder_config
+
+
+def check_query_dimension(queries: np.ndarray, dim: int) -> None:
+    """A ``ValueError`` unless the ``(n, d)`` query matrix has the stored views' dimension ``dim``."""
+    if queries.shape[1] != dim:
+        msg = f"query_embedding has dimension {queries.shape[1]} but the stored views have dimension {dim}."
+        raise ValueError(msg)
+
+
+def document_dimension_message(document_id: str, dim: int, where: str, held: int) -> str:
+    """The message for a document whose ``dim``-dimensional vectors do not fit ``where`` (``"the store"``, ``"Qdrant
+    collection 'x'"``), which holds ``held``-dimensional ones; the caller picks the error class."""
+    return (
+        f"Document {document_id!r} has {dim}-dimensional vectors but {where} holds {held}-dimensional ones; nothing "
+        "of this batch was written."
+    )
