@@ -1,19 +1,17 @@
-"""Issue 13 benchmarks for FaissMultiViewDocumentStore (stable ids, exact filtered search, batched search, I/O).
+"""Issue 13 benchmarks for FaissMultiViewDocumentStore (stable ids, exact filtered search, writes, transport).
 
     python -m benchmarks.store_benchmarks                      # every part, sizes below (~15 min on 2 cores)
-    python -m benchmarks.store_benchmarks --parts batch io     # some parts
+    python -m benchmarks.store_benchmarks --parts filtered     # some parts
     python -m benchmarks.store_benchmarks --streaming-views 10000000
 
 Parts (each writes ``benchmarks/results/store_<part>.{json,md}``; synthetic seeded corpus of ``retrieval_speed.py``:
 d=384 unit vectors, 8 correlated views per document; FAISS and torch pinned to 1 thread unless stated; systems
-compared in one process, interleaved, medians with the inter-quartile spread):
+compared in one process, interleaved, medians with the inter-quartile spread). ``search_batch`` and save/load are
+measured by ``store_speed.py`` (every thread pool pinned, ratios per round):
 
 - ``filtered``: every README index type, filters matching 0.1% / 1% / 10% of documents: documents returned vs
   ``min(top_k, matches)``, agreement with exact search, p50 latency vs the unfiltered search.
-- ``batch``: 64 queries through ``search_batch`` vs 64 ``search`` calls vs raw FAISS ``search`` of the matrix.
 - ``write_search``: one ``write_documents`` (8 views) then a search vs a plain search (HNSW32, IVF1024,Flat, PQ48).
-- ``io``: writing through Haystack's ``DocumentWriter`` vs raw ``add``; ``save``/``load`` vs raw
-  ``write_index`` + fsync / ``read_index``; bytes on disk vs the raw index file.
 - ``transport``: the views as the embedders attach them (``PackedViews``) vs ``list[list[float]]`` vs a numpy
   matrix in ``meta``: attaching, Haystack's deep copy of component inputs, ``DocumentWriter``, a one-writer pipeline.
 - ``streaming``: an ``OPQ48,PQ48`` store with ``keep_vectors=False`` fed chunk by chunk (the corpus is never whole
@@ -28,9 +26,7 @@ import json
 import os
 import resource
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import faiss
 import numpy as np
@@ -248,55 +244,6 @@ def _bucket_filter(below: int) -> dict:
     return {"field": "meta.bucket", "operator": "<", "value": below}
 
 
-# --------------------------------------------------------------------------------------------------- batched search
-def part_batch(args) -> None:
-    views = args.batch_views
-    vectors = make_corpus(views, K, DIM, SEED)
-    queries = make_queries(vectors, 64, SEED)
-    store = build("Flat", vectors, search_threads=1)
-    raw = faiss.IndexFlatIP(DIM)
-    raw.add(vectors)
-    del vectors
-    gc.collect()
-    faiss.omp_set_num_threads(1)
-    systems = {
-        "search_batch (64 queries, one call)": lambda: store.search_batch(queries, top_k=10),
-        "64 x search": lambda: [store.search(q, top_k=10) for q in queries],
-        "raw FAISS search (64 x d matrix, k=10)": lambda: raw.search(queries, 10),
-    }
-    for fn in systems.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(args.repeats):
-        for name, fn in systems.items():
-            times[name].append(timed(fn))
-    s = {name: stats(t) for name, t in times.items()}
-    batch, single, raw_t = (s[n]["p50_ms"] for n in systems)
-    speedup, vs_raw = single / batch, raw_t / batch
-    agree = all(
-        [d.id for d in a] == [d.id for d in store.search(q, top_k=10)]
-        for a, q in zip(store.search_batch(queries[:8], top_k=10), queries[:8], strict=True)
-    )
-    lines = [
-        "# 64 queries: batched vs single calls vs raw FAISS (issue 13)",
-        "",
-        f"`Flat`, {views:,} views ({views // K:,} documents x {K}), d={DIM}, top_k=10, FAISS pinned to 1 thread "
-        f"(`search_threads=1`), {args.repeats} interleaved repeats.",
-        "",
-        "| system | p50 ms for 64 queries | IQR |",
-        "|---|---:|---:|",
-        *[f"| {n} | {v['p50_ms']:.1f} | {v['p25_ms']:.1f}-{v['p75_ms']:.1f} |" for n, v in s.items()],
-        "",
-        f"- batched vs 64 single calls: **{speedup:.2f}x** faster "
-        f"(target >= 3x: {'met' if speedup >= 3 else 'missed'})",
-        f"- batched vs raw FAISS batched: **{vs_raw:.2f}x** of its speed (target >= 0.85x: "
-        f"{'met' if vs_raw >= 0.85 else 'missed'}); a Flat batch is scored by one numpy sgemm per block of rows, "
-        "while FAISS's own batched Flat search was barely faster than 64 single queries on this machine",
-        f"- batched rankings equal single-call rankings: {agree}",
-    ]
-    save("batch", {"views": views, "timings": s, "speedup_vs_single": speedup, "fraction_of_raw": vs_raw}, lines)
-
-
 # ------------------------------------------------------------------------------------------- write, then search
 def part_write_search(args) -> None:
     from haystack import Document
@@ -307,7 +254,8 @@ def part_write_search(args) -> None:
     queries = make_queries(vectors, pairs, SEED)
     extra = make_corpus(pairs * K, K, DIM, SEED + 1)
     rows = []
-    for factory, params in {"HNSW32": {"efSearch": 128}, "IVF1024,Flat": {"nprobe": 32}, "PQ48": None}.items():
+    settings = {"HNSW32": {"efSearch": 128}, "IVF1024,Flat": {"nprobe": 32}, "PQ48": None}
+    for factory, params in settings.items():
         log(f"write_search: building {factory}")
         faiss.omp_set_num_threads(args.build_threads)
         store = build(
@@ -348,10 +296,12 @@ def part_write_search(args) -> None:
         del store
         gc.collect()
     loads = [r["load_average"] for r in rows]
+    named = ", ".join(f"`{f}` {p or 'none'}" for f, p in settings.items())
     lines = [
         "# One write, then a search vs a plain search (issue 13)",
         "",
         f"{views:,} views, d={DIM}, 1 FAISS thread, top_k=10, {pairs} interleaved pairs (trained on 16,384 rows); "
+        f"search parameters {named}, keep_vectors=False; "
         f"each write adds one document of {K} views. Wall time and the process's CPU time (`time.process_time`) "
         f"are both measured; the machine had {os.cpu_count()} cores shared with other jobs (1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f}), which stretches wall times of the longer operation most. On main "
@@ -371,127 +321,8 @@ def part_write_search(args) -> None:
             f"({w['p25_ms']:.2f}-{w['p75_ms']:.2f}) | {r['ratio']:.2f}x | {r['write_only']['p50_ms']:.2f} | "
             f"{pc['p50_ms']:.2f} / {wc['p50_ms']:.2f} | {r['ratio_cpu']:.2f}x | {verdict} |"
         )
-    save("write_search", {"views": views, "pairs": pairs, "rows": rows}, lines)
-
-
-# -------------------------------------------------------------------------------------------------------------- I/O
-def part_io(args) -> None:
-    import shutil
-
-    from haystack.components.writers import DocumentWriter
-
-    views = args.io_views
-    vectors = make_corpus(views, K, DIM, SEED)
-    faiss.omp_set_num_threads(1)
-    ops = ("write", "add", "save", "write_index", "load", "read_index")
-    wall: dict[str, list[float]] = {o: [] for o in ops}
-    cpu: dict[str, list[float]] = {o: [] for o in ops}
-    loads = []
-    docs = embedded_documents(vectors)  # as the embedders attach the views; the store does not change them
-    store = raw = None
-    for n in range(args.io_repeats):  # write and add interleaved, in alternating order, each from the same memory
-        for op in ("write", "add") if n % 2 == 0 else ("add", "write"):
-            if op == "write":
-                store = None
-                gc.collect()
-                store = FaissMultiViewDocumentStore(embedding_dim=DIM)
-                writer = DocumentWriter(document_store=store)
-                timed_both(lambda writer=writer, docs=docs: writer.run(documents=docs), wall["write"], cpu["write"])
-                del writer
-            else:
-                raw = None
-                gc.collect()
-                raw = faiss.IndexFlatIP(DIM)
-                timed_both(lambda raw=raw, vectors=vectors: raw.add(vectors), wall["add"], cpu["add"])
-        loads.append(os.getloadavg()[0])
-    del vectors, docs
-    gc.collect()
-    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        for n in range(args.io_repeats):  # save, write_index, load, read_index interleaved
-            target, folder = Path(tmp) / f"raw{n}.faiss", Path(tmp) / f"store{n}"
-
-            def raw_write(target=target):
-                faiss.write_index(raw, str(target))
-                with open(target, "rb") as f:
-                    os.fsync(f.fileno())
-
-            timed_both(lambda folder=folder: store.save(folder), wall["save"], cpu["save"])
-            timed_both(raw_write, wall["write_index"], cpu["write_index"])
-            # the loaded copies stay alive until both are timed: freeing them is not part of a load
-            loaded, read = FaissMultiViewDocumentStore(embedding_dim=DIM), []
-            timed_both(lambda folder=folder, loaded=loaded: loaded.load(folder), wall["load"], cpu["load"])
-            timed_both(
-                lambda target=target, read=read: read.append(faiss.read_index(str(target))),
-                wall["read_index"],
-                cpu["read_index"],
-            )
-            del loaded, read
-            gc.collect()
-            loads.append(os.getloadavg()[0])
-            if n == 0:
-                disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-                raw_bytes = target.stat().st_size
-            shutil.rmtree(folder)
-            target.unlink()
-    st = {o: stats(wall[o]) for o in ops}
-    st_cpu = {o: stats(cpu[o]) for o in ops}
-    pairs = {"write_vs_add": ("write", "add"), "save_vs_write_index": ("save", "write_index")}
-    pairs["load_vs_read_index"] = ("load", "read_index")
-    ratios = {k: st[o]["p50_ms"] / st[b]["p50_ms"] for k, (o, b) in pairs.items()}
-    ratios_cpu = {k: st_cpu[o]["p50_ms"] / st_cpu[b]["p50_ms"] for k, (o, b) in pairs.items()}
-    ratios["disk_vs_index_file"] = disk / raw_bytes
-    targets = {"write_vs_add": 2.0, "save_vs_write_index": 1.5, "load_vs_read_index": 1.5, "disk_vs_index_file": 1.1}
-    lines = [
-        "# Writing, saving and loading (issue 13)",
-        "",
-        f"`Flat`, {views:,} views ({views // K:,} documents x {K}, no content), d={DIM}, 1 FAISS thread, "
-        f"{args.io_repeats} interleaved repeats. The write is `DocumentWriter.run` on Documents as "
-        "`MultiViewDocumentEmbedder` hands them on (`attach_views`: the views as `PackedViews`, `embedding` = view 0, "
-        "the encoder's name in `meta`); raw is `IndexFlatIP.add` of the same matrix. Save includes "
-        "documents.jsonl, CRC-32 checksums computed while writing and fsync of every file and folder "
-        "(versioned_directory); raw save is `write_index` + fsync. Load verifies every checksum and cross-checks "
-        "the files; raw is `read_index` of the raw file (freeing the loaded copies is not timed, for either).",
-        "",
-        f"Wall time and the process's CPU time (`time.process_time`) are both measured: the machine had "
-        f"{os.cpu_count()} cores shared with other jobs (1-minute load average {min(loads):.1f}-{max(loads):.1f} "
-        "during the run), which stretches wall times unevenly. The verdict is on wall time; the CPU ratio is "
-        "beside it.",
-        "",
-        "| operation | ours p50 ms (IQR) | raw p50 ms (IQR) | ratio | CPU: ours / raw p50 ms | CPU ratio | target | |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for label, key in (
-        ("write (DocumentWriter vs add)", "write_vs_add"),
-        ("save vs write_index", "save_vs_write_index"),
-        ("load vs read_index", "load_vs_read_index"),
-    ):
-        o, b = pairs[key]
-        ours, base = st[o], st[b]
-        lines.append(
-            f"| {label} | {ours['p50_ms']:.0f} ({ours['p25_ms']:.0f}-{ours['p75_ms']:.0f}) | {base['p50_ms']:.0f} "
-            f"({base['p25_ms']:.0f}-{base['p75_ms']:.0f}) | {ratios[key]:.2f}x | {st_cpu[o]['p50_ms']:.0f} / "
-            f"{st_cpu[b]['p50_ms']:.0f} | {ratios_cpu[key]:.2f}x | <= {targets[key]}x | "
-            f"{'met' if ratios[key] <= targets[key] else 'missed'} |"
-        )
-    lines.append(
-        f"| bytes on disk vs the raw index file | {disk:,} | {raw_bytes:,} | {ratios['disk_vs_index_file']:.3f}x | "
-        f"| | <= 1.1x | {'met' if ratios['disk_vs_index_file'] <= 1.1 else 'missed'} |"
-    )
-    save(
-        "io",
-        {
-            "views": views,
-            "repeats": args.io_repeats,
-            "wall": st,
-            "cpu": st_cpu,
-            "disk_bytes": disk,
-            "raw_index_bytes": raw_bytes,
-            "ratios": ratios,
-            "ratios_cpu": ratios_cpu,
-            "load_average": loads,
-        },
-        lines,
-    )
+    result = {"views": views, "pairs": pairs, "search_parameters": settings, "keep_vectors": False, "rows": rows}
+    save("write_search", {**result, "train_size": 16_384}, lines)
 
 
 # ---------------------------------------------------------------------------------------------- views transport
@@ -630,20 +461,16 @@ def part_streaming(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", nargs="+", default=["filtered", "batch", "write_search", "io", "streaming"])
+    parser.add_argument("--parts", nargs="+", default=["filtered", "write_search", "streaming"])
     parser.add_argument("--filtered-views", type=int, default=100_000)
-    parser.add_argument("--batch-views", type=int, default=1_000_000)
     parser.add_argument("--write-views", type=int, default=100_000)
-    parser.add_argument("--io-views", type=int, default=1_000_000)
     parser.add_argument("--transport-views", type=int, default=100_000)
     parser.add_argument("--streaming-views", type=int, default=1_000_000)
     parser.add_argument("--train-size", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--write-pairs", type=int, default=100, help="write_search: write + search pairs")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--io-repeats", type=int, default=3)
     parser.add_argument("--build-threads", type=int, default=2)
-    parser.add_argument("--tmp", default=None)
     parser.add_argument("--indexes", nargs="+", default=None, help="filtered: only these index factories")
     parser.add_argument("--filtered-name", default="filtered", help="filtered: results file store_<name>")
     parser.add_argument(
