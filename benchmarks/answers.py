@@ -1,6 +1,6 @@
 """Answers measured end to end: retrieval system x context mode x reader, EM / F1 on the squad-mv dev split.
 
-    python benchmarks/answers.py --extractive runs/reader-extractive --fid runs/reader-fid --questions 200
+    python -m benchmarks.answers --extractive runs/reader-extractive --fid runs/reader-fid --questions 200
 
 Readers: ``haystack-mvr train-reader --kind extractive`` (served by Haystack's TransformersExtractiveReader) and
 ``--kind fid`` (served by haystack_mvr's FusionInDecoderReader); either may be left out. Retrieval systems are
@@ -24,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from haystack import Document
-from packaged_model import packaged_minilm
-from quality import (
+
+from benchmarks.packaged_model import packaged_minilm
+from benchmarks.quality import (
     RESULTS,
     bm25_system,
     hybrid_system,
@@ -35,7 +36,6 @@ from quality import (
     multi_view_system,
     st_single_vector_system,
 )
-
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
 from haystack_mvr.evaluation.answer_evaluation import read_answers
 from haystack_mvr.evaluation.pipeline_evaluation import run_query_pipeline

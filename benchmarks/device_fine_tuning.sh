@@ -126,7 +126,7 @@ system_name() {  # $1: a model of fine_tune_squad_mv.sh; its system name in benc
 
 quality() {  # $1: tier, $2: output dir, $3: backbone, then quality.py arguments
   local tier=$1 out=$2 backbone=$3; shift 3
-  $PYTHON benchmarks/quality.py --tier "$tier" --data-dir "$DATA" --model "$backbone" --batch-size 128 \
+  $PYTHON -m benchmarks.quality --tier "$tier" --data-dir "$DATA" --model "$backbone" --batch-size 128 \
     --output-dir "$out" "$@" \
     > "$out.log" 2>&1
 }

@@ -1,8 +1,8 @@
 """The squad-mv+200k tier (202,067 documents) on a CPU: encoded once, in resumable chunks, then evaluated.
 
-    python benchmarks/full_tier.py encode --worker 0 --workers 2 &   # each worker: 1 torch thread, its own chunks
-    python benchmarks/full_tier.py encode --worker 1 --workers 2 &
-    python benchmarks/full_tier.py evaluate --index-factories "OPQ48,PQ48"
+    python -m benchmarks.full_tier encode --worker 0 --workers 2 &   # each worker: 1 torch thread, its own chunks
+    python -m benchmarks.full_tier encode --worker 1 --workers 2 &
+    python -m benchmarks.full_tier evaluate --index-factories "OPQ48,PQ48"
 
 ``quality.py`` runs a tier in one go; at 200k documents that is about two hours of encoding per dense system on
 this 2-core machine, and a session can stop at any time. Here the encoding goes through the real
@@ -31,15 +31,15 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from haystack import Document, Pipeline, component
-from quality import COLUMNS, RESULTS, TIERS, compressed_stores, load_tier, multi_view_system, packaged_minilm
+
+from benchmarks.harness import machine_label, utc_now, write_results
+from benchmarks.quality import COLUMNS, RESULTS, TIERS, compressed_stores, load_tier, multi_view_system, packaged_minilm
 
 TIER = "squad-mv+200k"
 TOP_K = 100
@@ -217,7 +217,7 @@ def evaluate(args: argparse.Namespace) -> None:
     del st
 
     results: dict[str, dict[str, float]] = {}
-    machine = f"{platform.node()} {platform.machine()}, CPU only ({args.threads} torch/FAISS threads)"
+    machine = machine_label(threads=args.threads, detail="torch and FAISS")
 
     def measure(name: str, query: Pipeline, inputs, output: str, index_seconds: float, **info) -> None:
         start = time.perf_counter()
@@ -299,14 +299,13 @@ def evaluate(args: argparse.Namespace) -> None:
             f"(torch threads per worker: {sorted(encoding['threads'])}), machine shared with other jobs"
         ),
         "sentence_splitter": sorted(encoding["splitters"]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "checks": checks,
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
         "systems": results,
     }
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / TIER
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_results(stem, payload)
     extra = ["index_bytes_per_view"] if any("index_bytes_per_view" in m for m in results.values()) else []
     table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms", *extra])
     stem.with_suffix(".md").write_text(
@@ -315,7 +314,7 @@ def evaluate(args: argparse.Namespace) -> None:
         f"systems (view 0 vs sentence-transformers' encode: min cosine {checks['min_cosine_view0_vs_st_encode']:.6f} "
         f"on {checks['sampled_documents']} sampled documents). index_seconds of the dense systems is the encoding "
         "plus the store write; query_ms includes embedding the question. "
-        "Reproduce: `python benchmarks/full_tier.py encode` (resumable) then `python benchmarks/full_tier.py evaluate`."
+        "Reproduce: `python -m benchmarks.full_tier encode` (resumable) then `python -m benchmarks.full_tier evaluate`."
         f"\n\n{table}",
         encoding="utf-8",
     )

@@ -57,6 +57,14 @@ def machine_label(*, threads: int | None = None, device: str | None = None, deta
     return where + (f" ({', '.join(extras)})" if extras else "")
 
 
+def torch_machine_label(detail: str | None = None) -> str:
+    """:func:`machine_label` with torch's thread count, and the GPU when torch sees one (the quality scripts')."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return machine_label(threads=torch.get_num_threads(), device=device, detail=detail)
+
+
 def machine_info() -> dict[str, Any]:
     """The machine as a JSON object (for results files that keep it structured)."""
     return {

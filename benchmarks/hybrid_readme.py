@@ -1,6 +1,6 @@
 """The README's hybrid RAG wiring, as written, on the squad-mv dev split: does it beat BM25 alone? (issue 32, item 1)
 
-    python benchmarks/hybrid_readme.py        # ~15 min on 2 busy CPU cores (encodes squad-mv once, then cached)
+    python -m benchmarks.hybrid_readme        # ~15 min on 2 busy CPU cores (encodes squad-mv once, then cached)
 
 Builds exactly what the README's two Python blocks build, on the squad-mv corpus read as the examples read it
 (``Document(content=text, meta={"title": ...})``): the dense store from the first block's indexing pipeline
@@ -28,8 +28,8 @@ from haystack.components.joiners import DocumentJoiner
 from haystack.components.retrievers import InMemoryBM25Retriever
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from quality import load_tier, machine_label, packaged_minilm
 
+from benchmarks.quality import load_tier, machine_label, packaged_minilm
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.joiners import DocumentScoreNormalizer, add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
@@ -156,7 +156,7 @@ def main() -> None:
     stem.with_suffix(".md").write_text(
         f"# The README's hybrid wiring on the squad-mv dev split ({len(documents):,} paragraphs, "
         f"{len(questions):,} questions)\n\n"
-        f"`python benchmarks/hybrid_readme.py`: the README's indexing and RAG blocks as written (reader left out: it "
+        f"`python -m benchmarks.hybrid_readme`: the README's indexing and RAG blocks as written (reader left out: it "
         f"reads the joiner's {TOP_K} documents), all-MiniLM-L6-v2 snippet mode zero-shot, documents without their "
         f"titles in the text. {payload['machine']}. Metrics over the joiner's top {TOP_K} (R@20 and beyond do "
         f"not apply).\n\n{table}\n"

@@ -1,6 +1,6 @@
 """Pick the hybrid's fusion and weights on TRAINING questions, never on the dev split the results report.
 
-    python benchmarks/hybrid_weights.py --store-dir /tmp/mvr-stores      # ~3 min on 2 CPU cores
+    python -m benchmarks.hybrid_weights --store-dir /tmp/mvr-stores      # ~3 min on 2 CPU cores
 
 Runs BM25 and snippet multi-view once each through their Haystack pipelines on a seeded sample of squad-mv
 training questions (articles outside the dev split) against the squad-mv corpus, then fuses the two rankings
@@ -14,15 +14,13 @@ the order of the joiner's inputs.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from haystack.components.joiners import DocumentJoiner
-from quality import (
+
+from benchmarks.harness import write_results
+from benchmarks.quality import (
     COLUMNS,
     RESULTS,
     TOP_K,
@@ -33,7 +31,6 @@ from quality import (
     multi_view_system,
     packaged_minilm,
 )
-
 from haystack_mvr.components.joiners import DocumentScoreNormalizer
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
 from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking, run_query_pipeline
@@ -94,8 +91,7 @@ def main() -> None:
         "best_by_R@1+R@5": best,
         "systems": results,
     }
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "hybrid_weights.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_results(args.output_dir / "hybrid_weights", payload)
     table = markdown_table(results, metrics=COLUMNS)
     (args.output_dir / "hybrid_weights.md").write_text(
         f"# Hybrid fusion picked on {len(questions)} squad-mv training questions (2,067 paragraphs)\n\n{table}\n"

@@ -1,7 +1,7 @@
 """Encoding speed of snippet mode on long documents and on paragraphs (issue 31, item 5).
 
-    python benchmarks/long_document_speed.py                       # both checks, 5 interleaved rounds, 2 threads
-    python benchmarks/long_document_speed.py --before 377763e      # the paragraph check against that commit
+    python -m benchmarks.long_document_speed                       # both checks, 5 interleaved rounds, 2 threads
+    python -m benchmarks.long_document_speed --before 377763e      # the paragraph check against that commit
 
 1. Long documents: snippet mode's windowed encoding of squad-mv pages (consecutive paragraphs of an article joined
    into pages of about 1,000-2,000 tokens, as benchmarks/long_documents.py builds them) against
@@ -166,9 +166,8 @@ def main() -> None:
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
     pin_threads(args.threads)
-    from long_documents import build_pages, minilm_token_counter
-    from packaged_model import packaged_minilm
-
+    from benchmarks.long_documents import build_pages, minilm_token_counter
+    from benchmarks.packaged_model import packaged_minilm
     from haystack_mvr.datasets import load_corpus
 
     model = args.model or packaged_minilm()

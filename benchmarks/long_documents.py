@@ -1,15 +1,16 @@
 """Long documents (issue 31): pages of about 1,000-2,000 tokens, each system ranks whole pages.
 
-    python benchmarks/long_documents.py --tier pages
-    python benchmarks/long_documents.py --tier pages+20k
+    python -m benchmarks.long_documents --tier pages
+    python -m benchmarks.long_documents --tier pages+20k
     # one system at a time, merged into the tier's results file by its label:
-    python benchmarks/long_documents.py --tier pages --systems multi-view --update \\
+    python -m benchmarks.long_documents --tier pages --systems multi-view --update \\
         --encoder-kwarg snippet_tokens=64 --encoder-kwarg window_overlap=32 --label "multi-view, 64-token snippets"
     # the same system from an older checkout of haystack_mvr (this script and its benchmarks/ stay the current ones):
-    PYTHONPATH=/path/to/old/checkout python benchmarks/long_documents.py --tier pages --systems multi-view \\
+    cd /tmp && PYTHONPATH=/path/to/old/checkout:$REPO \\
+        python -m benchmarks.long_documents --tier pages --systems multi-view \\
         --label "snippet mode (before windowing)" --update
     # a smoke run (writes long_documents.<tier>.smoke.json/.md, never the real results):
-    python benchmarks/long_documents.py --tier pages --max-questions 20 --max-pages 30
+    python -m benchmarks.long_documents --tier pages --max-questions 20 --max-pages 30
 
 Tiers (built deterministically from ../shared/data, token counts from the packaged all-MiniLM-L6-v2 tokenizer,
 no special tokens):
@@ -56,7 +57,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
@@ -64,8 +64,6 @@ from pathlib import Path
 from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parent
-if str(BENCHMARKS) not in sys.path:  # packaged_model / quality, also when imported by the tests
-    sys.path.insert(0, str(BENCHMARKS))
 
 if __name__ == "__main__":  # --threads also sizes the OpenMP / BLAS pools, which are fixed when numpy and torch load
     _early = argparse.ArgumentParser(add_help=False)
@@ -150,8 +148,9 @@ class Page:
 
 def minilm_token_counter(path: str | None = None) -> Callable[[Sequence[str]], list[int]]:
     """Count WordPiece tokens (no special tokens) with the packaged all-MiniLM-L6-v2 tokenizer."""
-    from packaged_model import packaged_minilm
     from transformers import AutoTokenizer
+
+    from benchmarks.packaged_model import packaged_minilm
 
     tokenizer = AutoTokenizer.from_pretrained(path or packaged_minilm())
 
@@ -335,7 +334,7 @@ def bm25_system(pages: Sequence[Page], top_k: int):
 
 
 def single_vector_system(pages: Sequence[Page], model: str, batch_size: int, top_k: int):
-    from quality import st_single_vector_pipelines
+    from benchmarks.quality import st_single_vector_pipelines
 
     indexing, query = st_single_vector_pipelines(model, batch_size, top_k)
     result, seconds = timed_index(indexing, {"embedder": {"documents": documents(pages)}}, {"embedder"})
@@ -805,7 +804,7 @@ def main() -> None:
     encoder_kwargs = dict(args.encoder_kwarg)
     model = args.model
     if model is None:
-        from packaged_model import packaged_minilm
+        from benchmarks.packaged_model import packaged_minilm
 
         model = packaged_minilm()
     labels = default_labels(args, encoder_kwargs)
@@ -864,7 +863,7 @@ def main() -> None:
     page_text = {p.id: p.text for p in pages}
     page_tokens = next(iter(stats.values()))["tokens_total"]
 
-    from quality import machine_label
+    from benchmarks.quality import machine_label
 
     machine = machine_label()
     results: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in question_sets}

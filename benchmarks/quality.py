@@ -1,10 +1,10 @@
 """Retrieval quality of every system on a benchmark tier, through real Haystack pipelines.
 
-    python benchmarks/quality.py --tier squad-mv
-    python benchmarks/quality.py --tier squad-mv+20k --checkpoint mvr=runs/mvr --checkpoint camvr=runs/camvr
+    python -m benchmarks.quality --tier squad-mv
+    python -m benchmarks.quality --tier squad-mv+20k --checkpoint mvr=runs/mvr --checkpoint camvr=runs/camvr
     # dense systems on a GPU machine, then BM25 and the hybrid on a CPU one, merged into one results file:
-    python benchmarks/quality.py --tier squad-mv+20k --systems single-vector,snippet,checkpoints --checkpoint ...
-    python benchmarks/quality.py --tier squad-mv+20k --systems bm25,hybrid --checkpoint mvr=runs/mvr --update
+    python -m benchmarks.quality --tier squad-mv+20k --systems single-vector,snippet,checkpoints --checkpoint ...
+    python -m benchmarks.quality --tier squad-mv+20k --systems bm25,hybrid --checkpoint mvr=runs/mvr --update
 
 Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png (benchmarks/plots.py redraws the plots alone).
 Needs the benchmark extra: pip install "haystack-mvr[benchmarks]". Questions: the dev split by article of
@@ -18,10 +18,8 @@ import gzip
 import itertools
 import json
 import os
-import platform
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +27,10 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from packaged_model import packaged_minilm
 
+from benchmarks.harness import RESULTS, utc_now, write_results
+from benchmarks.harness import torch_machine_label as machine_label  # the name the quality scripts import
+from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
@@ -42,7 +42,6 @@ from haystack_mvr.views import VIEWS_KEY, document_views
 
 SYSTEMS = ("bm25", "single-vector", "snippet", "checkpoints", "hybrid")
 TIERS = {"squad-mv": 0, "squad-mv+20k": 20_000, "squad-mv+200k": 200_000}
-RESULTS = Path(__file__).resolve().parent / "results"
 TOP_K = 100
 COLUMNS = ["gold_R@1", "gold_R@5", "gold_R@20", "gold_R@100", "answer_R@5", "answer_R@20", "MRR@10", "nDCG@10"]
 
@@ -404,15 +403,14 @@ def main() -> None:
         "questions": len(questions),
         "question_source": str(args.questions or "squad-mv dev split (haystack_mvr.datasets.DEV_ARTICLES)"),
         "machines": machines,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
         "systems": results,
     }
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     extra = ["index_bytes_per_view"] if any("index_bytes_per_view" in m for m in results.values()) else []
     table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms", *extra])
-    stem.with_suffix(".md").write_text(
-        f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions\n\n{table}", encoding="utf-8"
+    write_results(
+        stem, payload, markdown=f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions\n\n{table}"
     )
     plot(results, stem.with_suffix(".png"), args.tier)
     print(f"\n{table}\nwrote {stem}.json, .md, .png")
@@ -422,20 +420,9 @@ def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
 
 
-def machine_label() -> str:
-    """Where the numbers (index_seconds, query_ms) were measured."""
-    import torch
-
-    if torch.cuda.is_available():
-        return f"{platform.node()}, GPU {torch.cuda.get_device_name()}"
-    return (
-        f"{platform.node()} {platform.processor() or platform.machine()}, CPU only ({torch.get_num_threads()} threads)"
-    )
-
-
 def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:
     """The tier's chart, drawn like the committed ones (benchmarks/plots.py: short labels, zoomed axis)."""
-    from plots import plot_tier
+    from benchmarks.plots import plot_tier
 
     plot_tier(results, path, f"{tier}: retrieval quality on the dev split")
 

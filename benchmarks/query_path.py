@@ -1,8 +1,8 @@
 """What one query costs through the multi-view query pipeline, against one vector per document (issue 32, item 6).
 
-    python benchmarks/query_path.py --tier squad-mv                  # ~10 min on 2 busy CPU cores (cached corpus)
-    python benchmarks/query_path.py --tier squad-mv+20k              # the same; encoding the corpus once: ~1 h
-    python benchmarks/query_path.py --tier squad-mv --questions 20 --rounds 2 --warmup 2   # smoke run
+    python -m benchmarks.query_path --tier squad-mv                  # ~10 min on 2 busy CPU cores (cached corpus)
+    python -m benchmarks.query_path --tier squad-mv+20k              # the same; encoding the corpus once: ~1 h
+    python -m benchmarks.query_path --tier squad-mv --questions 20 --rounds 2 --warmup 2   # smoke run
 
 Systems, each answering the same held-out squad-mv questions (the dev split, ``haystack_mvr.datasets.DEV_ARTICLES``),
 one thread everywhere (torch, FAISS and BLAS pinned to 1 by threadpoolctl), interleaved question by question in a
@@ -46,9 +46,9 @@ import faiss
 import numpy as np
 import torch
 from haystack import Pipeline
-from quality import TIERS, load_tier, machine_label, multi_view_store, packaged_minilm, slug
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from benchmarks.quality import TIERS, load_tier, machine_label, multi_view_store, packaged_minilm, slug
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
@@ -268,7 +268,7 @@ def markdown(p: dict[str, Any]) -> str:
     lines = [
         f"# Query path: {p['tier']} ({p['documents']:,} documents, {p['views']:,} views)",
         "",
-        f"`python benchmarks/query_path.py --tier {p['tier']} --questions {par['questions_per_round']} "
+        f"`python -m benchmarks.query_path --tier {p['tier']} --questions {par['questions_per_round']} "
         f"--rounds {par['rounds']} --warmup {par['warmup_questions']} --top-k {par['top_k']} "
         f"--threads {par['threads']} --seed {par['seed']}`: {par['questions_per_round']} {par['question_source']} per "
         f"round, {par['rounds']} rounds after {par['warmup_questions']} warm-up questions, top-{par['top_k']}, "

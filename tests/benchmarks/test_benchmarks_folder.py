@@ -17,18 +17,6 @@ README = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
 SHARED = {"__init__.py", "harness.py", "packaged_model.py"}
 SCRIPTS = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh") and p.name not in SHARED)
 MODULES = {p.stem for p in BENCHMARKS.glob("*.py")}
-# the long-document scripts (and quality.py, which they import as a top-level module, with the two scripts built on
-# it) move to the package in one later commit; until then they keep their path imports
-NOT_YET_MIGRATED = {
-    "long_documents.py",
-    "long_document_speed.py",
-    "quality.py",
-    "full_tier.py",
-    "hybrid_weights.py",
-    "answers.py",
-    "query_path.py",
-    "hybrid_readme.py",
-}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -40,15 +28,15 @@ def test_every_results_file_is_in_the_index():
     missing = [
         path.name
         for path in sorted((BENCHMARKS / "results").iterdir())
-        if path.name != "README.md" and (path.name if path.is_dir() else path.name.rsplit(".", 1)[0]) not in README
+        if path.name != "README.md"
+        and ".smoke." not in path.name  # smoke runs' files, never committed (.gitignore)
+        and (path.name if path.is_dir() else path.name.rsplit(".", 1)[0]) not in README
     ]
     assert not missing, f"benchmarks/README.md names no command for {missing}"
 
 
 @pytest.mark.parametrize("script", [p for p in SCRIPTS if p.suffix == ".py"], ids=lambda p: p.name)
 def test_scripts_import_each_other_through_the_package(script):
-    if script.name in NOT_YET_MIGRATED:
-        pytest.skip("moved to the package in its own commit")
     source = script.read_text(encoding="utf-8")
     assert "sys.path" not in source, f"{script.name} edits sys.path: import benchmarks.<script> instead"
     for node in ast.walk(ast.parse(source)):
@@ -65,9 +53,7 @@ def test_scripts_import_each_other_through_the_package(script):
 def test_readmes_run_the_scripts_as_modules():
     for readme in (REPO / "README.md", BENCHMARKS / "results" / "README.md", BENCHMARKS / "README.md"):
         text = readme.read_text(encoding="utf-8")
-        stale = {name for name in MODULES if f"python benchmarks/{name}.py" in text} - {
-            p.removesuffix(".py") for p in NOT_YET_MIGRATED
-        }
+        stale = {name for name in MODULES if f"python benchmarks/{name}.py" in text}
         assert not stale, f"{readme.relative_to(REPO)} runs {sorted(stale)} by path: python -m benchmarks.<script>"
 
 
@@ -95,9 +81,7 @@ def test_the_harness_needs_no_torch():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "script", [p for p in SCRIPTS if p.suffix == ".py" and p.name not in NOT_YET_MIGRATED], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("script", [p for p in SCRIPTS if p.suffix == ".py"], ids=lambda p: p.name)
 def test_every_script_runs_as_a_module(script):
     """``python -m benchmarks.<script> --help`` from the repository root: the package imports resolve."""
     result = subprocess.run(
