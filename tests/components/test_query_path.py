@@ -1,7 +1,7 @@
 """The query's way through a Haystack pipeline: MultiViewTextEmbedder -> MultiViewRetriever.
 
 Haystack's ``Pipeline`` deep-copies every component's inputs, and a ``list[float]`` one float at a time (on squad-mv
-the query path took 1.37x one vector per document that way, 1.14x packed: benchmarks/results/query_path.squad-mv.md).
+the query path took 1.41x one vector per document that way, 1.15x packed: benchmarks/results/query_path.squad-mv.md).
 The embedder's ``packed_embedding`` carries the same vector as an immutable ``PackedViews`` string, which that copy
 hands on as it is. These tests pin
 the behaviour (identity, exact values, the old ``list[float]`` socket still working), never timings.

@@ -189,8 +189,8 @@ class MultiViewRetriever:
             (``MultiViewTextEmbedder``'s ``packed_embedding``, or that string read back from JSON): the same
             float32 values as ``query_embedding``, but Haystack's ``Pipeline`` hands an immutable string to the
             next component as it is, where it deep-copies a ``list[float]`` one float at a time (a protocol check
-            per float; on squad-mv the whole query path takes 1.37x one vector per document through the list socket,
-            1.14x through this one: ``benchmarks/results/query_path.squad-mv.md``). Give exactly one of the two.
+            per float; on squad-mv the whole query path takes 1.41x one vector per document through the list socket,
+            1.15x through this one: ``benchmarks/results/query_path.squad-mv.md``). Give exactly one of the two.
         :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
         :raises ValueError: if ``encoder`` differs from the encoder the store was built with (checked before the
             search, and after it when the store learns its encoder from a saved copy only then), ``top_k`` is not
