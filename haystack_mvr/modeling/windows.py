@@ -42,9 +42,10 @@ def plan_windows(length: int, capacity: int, overlap: int, sentence_starts: Sequ
     :param overlap: Context tokens a window adds on each side of its home range (at most ``capacity // 4``, so a
         home range is at least half a window).
     :param sentence_starts: Sorted token positions where sentences start: preferred ends of home ranges.
-    :returns: The windows in order; their home ranges partition ``[0, length)``. Every window but the last is
-        filled rightwards up to ``capacity``; the last reads its home and ``overlap`` tokens of left context only, so
-        it is short and costs what its tokens cost when windows are batched by length.
+    :returns: The windows in order; their home ranges partition ``[0, length)``. The last window is filled leftwards
+        with context up to ``capacity``, every other one rightwards: a token's state comes from as much context as
+        the window holds (reading only ``overlap`` tokens of left context in the last window cost squad-mv
+        paragraphs 0.7 R@1, 69.7 -> 69.0, for no measurable speed).
     """
     if capacity < 1:
         msg = f"A window must hold at least one content token, got capacity {capacity}."
@@ -60,7 +61,8 @@ def plan_windows(length: int, capacity: int, overlap: int, sentence_starts: Sequ
     while True:
         left = min(overlap, home)
         if home + capacity - left >= length:  # the rest fits with its left context: the last window
-            windows.append(Window(home - left, length, home, length))
+            start = max(0, length - capacity)
+            windows.append(Window(start, length, home, length))
             return windows
         limit = home + capacity - left - overlap  # the furthest home end that leaves `overlap` tokens to the right
         i = bisect_right(sentence_starts, limit) - 1
