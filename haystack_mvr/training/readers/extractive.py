@@ -26,13 +26,12 @@ from transformers import (
     DataCollatorWithPadding,
     PreTrainedTokenizerBase,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 
 from haystack_mvr.datasets import Question, load_corpus, load_questions, split_by_article
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
+from haystack_mvr.training.readers.trainer_setup import trainer_settings
 
 __all__ = ["extractive_features", "train_extractive_reader", "training_questions"]
 
@@ -144,23 +143,7 @@ def train_extractive_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
     )
     logger.info("extractive reader: %d questions, %d windows", len(rows), len(features))
 
-    training_args = TrainingArguments(
-        output_dir=str(args.output_dir / "trainer"),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=0.1,  # a fraction of the steps
-        weight_decay=0.01,
-        logging_steps=args.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        seed=args.seed,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-    )
-    budget = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
+    training_args, budget = trainer_settings(args)
     trainer = Trainer(
         model=model,
         args=training_args,

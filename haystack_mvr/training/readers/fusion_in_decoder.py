@@ -27,7 +27,6 @@ from transformers import (
     EncoderDecoderModel,
     PreTrainedTokenizerBase,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 from transformers.modeling_outputs import BaseModelOutput
@@ -35,8 +34,8 @@ from transformers.modeling_outputs import BaseModelOutput
 from haystack_mvr.datasets import Passage, Question
 from haystack_mvr.modeling.fusion_in_decoder import format_fid_input, fused_encoder_outputs
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
 from haystack_mvr.training.readers.extractive import training_questions
+from haystack_mvr.training.readers.trainer_setup import trainer_settings
 
 __all__ = [
     "FusionInDecoderCollator",
@@ -192,23 +191,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
     )
     logger.info("FiD reader: %d questions, %d with the gold passage put in", len(examples), gold_added)
 
-    training_args = TrainingArguments(
-        output_dir=str(args.output_dir / "trainer"),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=0.1,  # a fraction of the steps
-        weight_decay=0.01,
-        logging_steps=args.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        seed=args.seed,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-    )
-    budget = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
+    training_args, budget = trainer_settings(args)
     trainer = FusionInDecoderTrainer(
         model=model,
         args=training_args,
