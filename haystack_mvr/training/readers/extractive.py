@@ -13,9 +13,7 @@ calls the model with ``input_ids`` and ``attention_mask`` only, so the model is 
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from transformers import (
 
 from haystack_mvr.datasets import Question, load_corpus, load_questions, split_by_article
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.trainer_setup import trainer_settings
+from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = ["extractive_features", "train_extractive_reader", "training_questions"]
 
@@ -151,25 +149,10 @@ def train_extractive_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         callbacks=budget,
         data_collator=DataCollatorWithPadding(tokenizer),
     )
-    start = time.perf_counter()
-    result = trainer.train()
-    seconds = time.perf_counter() - start
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    trainer.save_model(str(args.output_dir))
-    tokenizer.save_pretrained(str(args.output_dir))
-    summary = {
+    details = {
         "kind": "extractive",
         "backbone": args.model,
         "questions": len(rows),
         "windows": len(features),
-        "steps": result.global_step,
-        "stopped_by_time_budget": bool(budget and budget[0].stopped_early),
-        "train_seconds": round(seconds, 1),
-        "train_loss": round(float(result.training_loss), 4),
-        "batch_size": args.batch_size,
-        "max_length": args.max_length,
-        "learning_rate": args.learning_rate,
-        "torch_threads": torch.get_num_threads(),
     }
-    (args.output_dir / "reader_training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return summary
+    return train_and_save(trainer, tokenizer, args, budget, details)

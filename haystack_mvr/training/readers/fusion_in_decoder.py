@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from haystack_mvr.datasets import Passage, Question
 from haystack_mvr.modeling.fusion_in_decoder import format_fid_input, fused_encoder_outputs
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 from haystack_mvr.training.readers.extractive import training_questions
-from haystack_mvr.training.readers.trainer_setup import trainer_settings
+from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = [
     "FusionInDecoderCollator",
@@ -201,27 +200,12 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
             tokenizer, args.num_passages, max_length=args.max_length, max_answer_length=args.max_answer_length
         ),
     )
-    start = time.perf_counter()
-    result = trainer.train()
-    seconds = time.perf_counter() - start
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    trainer.save_model(str(args.output_dir))
-    tokenizer.save_pretrained(str(args.output_dir))
-    summary = {
+    details = {
         "kind": "fid",
         "backbone": args.model,
         "questions": len(examples),
         "gold_passage_added": gold_added,
         "num_passages": args.num_passages,
         "retrieved_file": str(args.retrieved_file) if args.retrieved_file else None,
-        "steps": result.global_step,
-        "stopped_by_time_budget": bool(budget and budget[0].stopped_early),
-        "train_seconds": round(seconds, 1),
-        "train_loss": round(float(result.training_loss), 4),
-        "batch_size": args.batch_size,
-        "max_length": args.max_length,
-        "learning_rate": args.learning_rate,
-        "torch_threads": torch.get_num_threads(),
     }
-    (args.output_dir / "reader_training.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return summary
+    return train_and_save(trainer, tokenizer, args, budget, details)
