@@ -65,6 +65,30 @@ def test_layer_imports_point_one_way(layer):
     assert not bad, f"{layer} imports what it must not: {sorted(bad)}"
 
 
+def test_each_store_backend_stands_alone():
+    """The FAISS and Qdrant stores share only the modules beside them (``document_stores/*.py``), which import
+    neither backend."""
+    stores = PACKAGE / "document_stores"
+    backends = {"faiss": "haystack_mvr.document_stores.qdrant", "qdrant": "haystack_mvr.document_stores.faiss"}
+    bad = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for backend, other in backends.items()
+        for path in (stores / backend).rglob("*.py")
+        for name in _imports(path)
+        if _violates(name, {other})
+    ]
+    shared = [
+        path for path in stores.glob("*.py") if path.name not in {"__init__.py", "faiss_multi_view_document_store.py"}
+    ]
+    bad += [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in shared
+        for name in _imports(path)
+        if _violates(name, set(backends.values()))
+    ]
+    assert shared and not bad, bad
+
+
 def test_query_path_never_imports_training():
     for layer in ("components", "document_stores", "modeling"):
         for path in (PACKAGE / layer).rglob("*.py"):

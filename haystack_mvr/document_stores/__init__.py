@@ -10,7 +10,7 @@ def __getattr__(name: str) -> Any:
     # Each backend's engine is optional (FAISS: the [cpu] or [gpu] extra; qdrant-client: the [qdrant] extra), so a
     # backend is imported only when it is asked for, and a missing engine's error names its extra.
     if name == "FaissMultiViewDocumentStore":
-        from haystack_mvr.document_stores.faiss_multi_view_document_store import FaissMultiViewDocumentStore
+        from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
         return FaissMultiViewDocumentStore
     if name == "QdrantMultiViewDocumentStore":

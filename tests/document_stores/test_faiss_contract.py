@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.view_index import ViewIndex
+from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 from haystack_mvr.testing import (
     MultiViewExportTests,
     MultiViewHaystackAsyncTests,

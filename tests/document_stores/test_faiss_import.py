@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from haystack_mvr.document_stores.faiss_import import installed_faiss_distributions
+from haystack_mvr.document_stores.faiss.faiss_import import installed_faiss_distributions
 
 
 def test_this_environment_has_exactly_one_faiss_distribution():

@@ -215,7 +215,7 @@ def test_to_dict_and_back():
     )
     data = store.to_dict()
     assert data == {
-        "type": "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore",
+        "type": "haystack_mvr.document_stores.faiss.document_store.FaissMultiViewDocumentStore",
         "init_parameters": {
             "embedding_dim": 8,
             "index_factory": "HNSW32",
@@ -231,6 +231,30 @@ def test_to_dict_and_back():
     assert FaissMultiViewDocumentStore.from_dict(data).to_dict() == data
 
 
+def test_a_pipeline_saved_with_the_store_s_old_module_path_loads(tmp_path):
+    """Pipelines saved before the store moved into ``document_stores/faiss/`` name its old module."""
+    from haystack import Pipeline
+
+    from haystack_mvr.components.retrievers import MultiViewRetriever
+
+    writer = FaissMultiViewDocumentStore(embedding_dim=2)
+    writer.write_documents([multi_view_doc(0, [[1, 0], [0, 1]])])
+    writer.save(tmp_path / "index")
+    store = FaissMultiViewDocumentStore(embedding_dim=2, index_path=str(tmp_path / "index"))
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", MultiViewRetriever(document_store=store))
+    new_path = "haystack_mvr.document_stores.faiss.document_store.FaissMultiViewDocumentStore"
+    old_path = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
+    saved = pipeline.dumps()
+    assert new_path in saved
+    loaded = Pipeline.loads(saved.replace(new_path, old_path))
+    retriever = loaded.get_component("retriever")
+    assert type(retriever.document_store) is FaissMultiViewDocumentStore
+    assert retriever.document_store.to_dict()["type"] == new_path
+    hits = retriever.run(query_embedding=[0.0, 1.0])["documents"]
+    assert [d.id for d in hits] == ["d0"]
+
+
 @pytest.mark.parametrize("through_faiss", [False, True], ids=["small-filter-exact", "selector-or-widening"])
 @pytest.mark.parametrize(
     ("factory", "params"),
@@ -244,7 +268,7 @@ def test_to_dict_and_back():
 )
 def test_filtered_search_returns_top_k_on_every_index(factory, params, through_faiss, monkeypatch):
     """Issue 13: with 6 matching documents and top_k=5, PQ/OPQ/IVF-PQ returned 0, IVF16,Flat 0-1 and HNSW32 1."""
-    from haystack_mvr.document_stores.view_index import ViewIndex
+    from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 
     if through_faiss:
         monkeypatch.setattr(ViewIndex, "exact_rows", 0)

@@ -7,7 +7,7 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.view_index import MAX_VIEWS, _reconstruct_rotated, labels_of
+from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, _reconstruct_rotated, labels_of
 from haystack_mvr.views import attach_views, document_views
 
 DIM = 16

@@ -10,7 +10,8 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence, versioned_directory
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import persistence, versioned_directory
 from haystack_mvr.views import attach_views
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, view_index
-from haystack_mvr.document_stores.view_index import VIEW_BITS, _collapse, _flat_top_k
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import view_index
+from haystack_mvr.document_stores.faiss.view_index import VIEW_BITS, _collapse, _flat_top_k
 from haystack_mvr.views import VIEWS_KEY
 
 
@@ -44,7 +45,7 @@ def test_flat_top_k_returns_the_exact_best_scores(n, nq, k, high):
 
 def test_flat_top_k_with_default_blocks_matches_faiss_scores():
     """Real-valued data, the module's own block sizes (several blocks), against IndexFlatIP's scores."""
-    from haystack_mvr.document_stores.faiss_import import faiss
+    from haystack_mvr.document_stores.faiss.faiss_import import faiss
 
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((40_000, 32)).astype(np.float32)
@@ -145,8 +146,8 @@ def test_hnsw_rows_of_one_write_make_the_graph_one_faiss_add_makes():
     """The rows of one write go into HNSW in one add (2,048-row adds built another graph, of lower recall: this test
     fails with them): the store's documents are raw IndexHNSWFlat's (one add of the same rows, same efSearch, asked
     for the rows of top_k documents) collapsed to documents."""
-    from haystack_mvr.document_stores.faiss_import import faiss
-    from haystack_mvr.document_stores.view_index import omp_threads
+    from haystack_mvr.document_stores.faiss.faiss_import import faiss
+    from haystack_mvr.document_stores.faiss.view_index import omp_threads
 
     rng = np.random.default_rng(3)
     dim, views, docs, top_k = 16, 2, 3000, 10

@@ -17,6 +17,7 @@ from haystack_mvr.modeling.fusion_in_decoder import encode_passages, fused_encod
 from haystack_mvr.training.readers import (
     FusionInDecoderCollator,
     ReaderTrainingArguments,
+    bert2bert,
     extractive_features,
     fid_examples,
     train_extractive_reader,
@@ -24,6 +25,7 @@ from haystack_mvr.training.readers import (
     training_questions,
 )
 from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
+from haystack_mvr.training.readers.fusion_in_decoder import answer_window_text, fid_optimizer, fresh_parameter_names
 from tests.conftest import minilm_tokenizer, shared_data_dir
 
 SQUAD_MV = shared_data_dir() / "squad-mv"
@@ -76,6 +78,47 @@ def test_fid_examples_always_hold_the_gold_passage():
     found = fid_examples([q], passages, {"q": ["d", "a", "b"]}, k=2)[0]["texts"]
     assert [t[-1] for t in found] == ["d", "a"]
     assert fid_examples([q], passages, None, k=3)[0]["texts"] == ["question: who? title: Td context: text d"]
+
+
+def test_answer_window_keeps_the_answer_from_a_sentence_start():
+    text = "First sentence here. Second one is long. The answer is Warsaw, said he. Tail text goes on and on."
+    start = text.index("Warsaw")
+    assert answer_window_text(text, start, "Warsaw", None) == text
+    assert answer_window_text(text, start, "Warsaw", len(text)) == text
+    assert answer_window_text(text, start, "Warsaw", 70) == text[:70]  # the answer ends within 70: paragraph start
+    cut = answer_window_text(text, start, "Warsaw", 40)
+    assert cut.startswith("The answer is Warsaw") and len(cut) == 40
+    assert answer_window_text(text, start, "Warsaw", 10) == text[start : start + 10]  # no sentence start fits
+    assert answer_window_text(text, None, "Warsaw", 10) == text
+
+
+def test_fid_examples_cut_only_the_gold_passage_to_the_answer_window():
+    long = "Intro words. " * 10 + "Here is Warsaw."
+    passages = {"d": Passage(id="d", title="T", text=long), "a": Passage(id="a", title="T", text=long)}
+    q = Question(
+        id="q", question="who?", answers=["Warsaw"], positive_id="d", title="T", answer_starts=[long.index("Warsaw")]
+    )
+    texts = fid_examples([q], passages, {"q": ["a", "d"]}, k=2, answer_window=20)[0]["texts"]
+    assert texts[0].endswith(long)  # a retrieved negative stays whole
+    assert texts[1].endswith("context: Here is Warsaw.")
+
+
+def test_fid_optimizer_gives_the_fresh_layers_their_own_learning_rate(tiny_backbone, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    model = bert2bert(str(tiny_backbone), tokenizer)
+    fresh = fresh_parameter_names(model)
+    assert fresh and all(n.startswith("decoder.") for n in fresh)
+    assert any(".crossattention." in n for n in fresh) and not any(n.startswith("encoder.") for n in fresh)
+    args = ReaderTrainingArguments(kind="fid", model=str(tiny_backbone), output_dir=tmp_path, learning_rate=1e-4)
+    assert fid_optimizer(model, args) is None  # the Trainer's own optimizer
+    args.fresh_learning_rate = 1e-3
+    optimizer = fid_optimizer(model, args)
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    for group in optimizer.param_groups:
+        names = {by_id[id(p)] for p in group["params"]}
+        assert group["lr"] == (1e-3 if names <= fresh else 1e-4)
+        assert names <= fresh or not names & fresh
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
 
 
 def test_fid_collator_shapes_and_labels():

@@ -26,7 +26,7 @@ from typing import Any
 
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss_import import faiss, installed_faiss_distributions
+from haystack_mvr.document_stores.faiss.faiss_import import faiss, installed_faiss_distributions
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from haystack_mvr.document_stores import gpu_index
-from haystack_mvr.document_stores.faiss_import import faiss
+from haystack_mvr.document_stores.faiss import gpu_index
+from haystack_mvr.document_stores.faiss.faiss_import import faiss
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class ViewIndex:
     :param search_parameters: ``faiss.ParameterSpace`` settings (``nprobe``, ``efSearch`` ...).
     :param keep_vectors: Keep float32 rows beside a lossy index (exact scores for returned documents).
     :param train_size: Rows to collect before training a trainable index (``None``: ``39 x`` its centroids).
-    :param gpu_device: Search a copy of the index on this GPU (``haystack_mvr.document_stores.gpu_index``).
+    :param gpu_device: Search a copy of the index on this GPU (``haystack_mvr.document_stores.faiss.gpu_index``).
     """
 
     exact_rows = 4096  # filtered searches over at most this many rows (or 1% of the index) are scored exactly

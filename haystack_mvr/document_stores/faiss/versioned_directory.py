@@ -67,7 +67,7 @@ from typing import Any, TypeVar
 import numpy as np
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss_import import faiss
+from haystack_mvr.document_stores.faiss.faiss_import import faiss
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,758 @@
+"""A FAISS-backed Haystack document store that keeps every view of a document as one index row."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import itertools
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from haystack import Document, default_from_dict, default_to_dict
+from haystack.core.serialization import generate_qualified_class_name
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_mvr.document_stores import metadata_queries
+from haystack_mvr.document_stores.checks import (
+    check_batch_size,
+    check_encoder_config,
+    check_optional_positive_int,
+    check_query_dimension,
+    check_top_k,
+    document_dimension_message,
+)
+from haystack_mvr.document_stores.compiled_filters import compile_filter
+from haystack_mvr.document_stores.faiss import gpu_index, persistence
+from haystack_mvr.document_stores.faiss.view_index import (
+    MAX_VIEWS,
+    NON_FINITE,
+    InvalidViews,
+    ViewIndex,
+    default_threads,
+    first_invalid,
+    omp_threads,
+    views_problem,
+)
+from haystack_mvr.document_stores.inputs import document_id_list, document_list, gc_paused
+from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
+from haystack_mvr.views import (
+    ENCODER_KEY,
+    SPANS_KEY,
+    VIEWS_KEY,
+    PackedViews,
+    annotate_match,
+    embedding_repeats_first_view,
+    exported_document,
+    extract_views,
+    validate_spans,
+)
+
+logger = logging.getLogger(__name__)
+
+_TYPE_BEFORE_THE_MOVE = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
+
+_SCALARS = (str, int, float, bool, type(None))
+_PLAIN = frozenset(_SCALARS)  # exactly these types: stored as they are
+_FLOAT32 = np.dtype(np.float32)
+_TAKEN_KEYS = frozenset((VIEWS_KEY, SPANS_KEY, ENCODER_KEY))  # never stay in a stored meta
+
+
+class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
+    """
+    Stores documents and all their views; searches views with FAISS and ranks documents by their best view.
+
+    Views arrive as described in ``haystack_mvr.views`` (``meta["mvr_views"]``, or a plain ``embedding`` as one
+    view). Every view is one FAISS row labelled ``(document key << 12) | view``; writes and deletes change only their
+    own rows, never rebuild or retrain the index. Scores are raw inner products, ``score = max_i <q, v_i>`` over the
+    views the store holds (the index's reconstruction for a lossy index without kept vectors); every search returns
+    exactly ``min(top_k, matching documents with vectors)`` unique documents. Documents without vectors are stored
+    and filterable, never returned by a search.
+
+    What a write refuses, naming the document, before anything of the batch is written (nothing stored is lost):
+
+    - **More than 4,096 views** (``MAX_VIEWS``; the label keeps 12 bits for the view): split the document, or encode
+      it with fewer, longer snippets.
+    - **A view with a NaN, an infinity or an L2 norm above 1e18** (``MAX_NORM``; queries too): two such vectors'
+      inner product passes float32's 3.4e38 and scores would be infinite. Embeddings have norms near 1.
+    - **Meta that JSON cannot hold** (``date``, ``set``, ``bytes``, objects, non-string keys), naming the field, since
+      :meth:`save` writes meta as JSON; numpy numbers (``np.float32``, ``np.int64``, ``np.bool_``) are stored as
+      the Python numbers they hold.
+
+    Many views per document: memory is per view (a Flat or HNSW row is ``4·d`` bytes plus its 8-byte label, a PQ
+    row its code; the Python side holds one count per document), and a search's working memory does not grow with
+    the views of the documents it finds. When one document owns most of the best rows, the FAISS search widens
+    (doubling its depth, up to the whole index) until ``top_k`` distinct documents are found, on every index type.
+
+    :param embedding_dim: Vector dimension; ``None`` takes it from the first vectors written, then fixes it.
+    :param index_factory: A FAISS ``index_factory`` string (``"Flat"``, ``"HNSW32"``, ``"IVF1024,Flat"``,
+        ``"PQ48"``, ``"OPQ48,PQ48"``, ``"OPQ48,IVF256,PQ48"`` ...), always with inner-product metric. ``None`` (the
+        default): ``"Flat"`` for a new store; a store opened from ``index_path`` or :meth:`load` uses the factory
+        its save recorded (a factory given here must match a trained saved index). Likewise ``search_parameters``,
+        ``keep_vectors`` and ``train_size`` left at ``None`` take the saved copy's values.
+    :param index_path: A directory written by :meth:`save`, loaded on first use (under the store's lock, so no
+        write is lost to it); a path that does not exist yet logs a warning and the store opens empty.
+    :param encoder_config: The encoder config the vectors come from. Documents carrying ``meta["mvr_encoder"]``
+        set it when it is ``None``; a document from another encoder is refused; a saved copy with another config is
+        refused on load.
+    :param search_parameters: FAISS search-time parameters by ``faiss.ParameterSpace`` name: ``{"nprobe": 32}``
+        for IVF, ``{"efSearch": 128}`` for HNSW. Filtered searches use the same values.
+    :param keep_vectors: Beside a lossy index (PQ, SQ, OPQ), keep every view's float32 row, so returned documents
+        are scored exactly (the default). ``False`` keeps only the index (``"OPQ48,PQ48"``: 48 bytes per view
+        instead of 4·d). An index that reconstructs exactly (Flat, HNSW, IVF-Flat) is always the only copy.
+        ``None``: ``True``, or what the saved copy kept.
+    :param train_size: Rows collected before a trainable index (IVF, PQ, OPQ) is trained, once; until then the
+        rows are searched exactly. ``None``: 39 rows per centroid of its largest k-means (FAISS's advice).
+    :param search_threads: FAISS (OpenMP) threads for searches. ``None``: 1 for :meth:`search` (one query gains
+        nothing from more), every core for :meth:`search_batch` and for training. The process-wide FAISS
+        setting is restored after each call.
+    :param gpu_device: Search on this GPU (``0``: the first), with FAISS from ``pip install "haystack-mvr[gpu]"``.
+        The CPU index stays the one written, reconstructed from and saved; the GPU searches a copy of it, made
+        again at the first search after a change. Flat, IVF-Flat, IVF-SQ and IVF-PQ (8-bit codes) indexes, also
+        under OPQ; other index types, and a FAISS or machine without that GPU, are refused when the store is built.
+        Searches deeper than FAISS's GPU limit (2048 rows per query) and selective filters run on the CPU index.
+        ``None`` (the default): search on the CPU.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int | None = None,
+        index_factory: str | None = None,
+        index_path: str | None = None,
+        encoder_config: dict[str, Any] | None = None,
+        search_parameters: dict[str, int | float] | None = None,
+        keep_vectors: bool | None = None,
+        train_size: int | None = None,
+        search_threads: int | None = None,
+        gpu_device: int | None = None,
+    ) -> None:
+        check_optional_positive_int("embedding_dim", embedding_dim)
+        if index_factory is not None and (not isinstance(index_factory, str) or not index_factory.strip()):
+            msg = "index_factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32', or None."
+            raise ValueError(msg)
+        if search_parameters is not None and (
+            not isinstance(search_parameters, dict)
+            or any(
+                not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float))
+                for k, v in search_parameters.items()
+            )
+        ):
+            msg = f"search_parameters must map FAISS parameter names to numbers, got {search_parameters!r}."
+            raise ValueError(msg)
+        if keep_vectors is not None and not isinstance(keep_vectors, bool):
+            msg = f"keep_vectors must be True, False or None, got {keep_vectors!r}."
+            raise ValueError(msg)
+        check_optional_positive_int("train_size", train_size)
+        check_optional_positive_int("search_threads", search_threads)
+        if gpu_device is not None:
+            if not isinstance(gpu_device, int) or isinstance(gpu_device, bool) or gpu_device < 0:
+                msg = f"gpu_device must be a CUDA device number (0, 1, ...) or None, got {gpu_device!r}."
+                raise ValueError(msg)
+            gpu_index.check_gpu_device(gpu_device)
+        check_encoder_config(encoder_config)
+        self.embedding_dim = embedding_dim
+        self.index_factory = index_factory
+        self.search_parameters = dict(search_parameters) if search_parameters else None
+        self.keep_vectors = keep_vectors
+        self.train_size = train_size
+        self.search_threads = search_threads
+        self.gpu_device = gpu_device
+        self.index_path = index_path
+        self.encoder_config = encoder_config
+        self._documents: dict[str, Document] = {}
+        self._key_of: dict[str, int] = {}  # live documents only
+        self._id_of: dict[int, str] = {}
+        self._next_key = itertools.count()
+        self._views: ViewIndex | None = None
+        self._lock = threading.RLock()
+        self._loaded = index_path is None
+        # index settings a load found in its saved copy, used where the matching argument above is None
+        self._saved_settings: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(
+            self,
+            embedding_dim=self.embedding_dim,
+            index_factory=self.index_factory,
+            index_path=self.index_path,
+            encoder_config=self.encoder_config,
+            search_parameters=self.search_parameters,
+            keep_vectors=self.keep_vectors,
+            train_size=self.train_size,
+            search_threads=self.search_threads,
+            gpu_device=self.gpu_device,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FaissMultiViewDocumentStore:
+        if data.get("type") == _TYPE_BEFORE_THE_MOVE:  # a pipeline saved before the store moved into faiss/
+            data = {**data, "type": generate_qualified_class_name(cls)}
+        return default_from_dict(cls, data)
+
+    def _ensure_loaded(self) -> None:
+        """Load ``index_path`` on first use, under the lock: readers wait for it, writers never race it."""
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            if self.index_path and persistence.exists(self.index_path):
+                self._load_from(Path(self.index_path))
+            else:
+                logger.warning(
+                    "index_path %s holds no saved multi-view store yet; the store opens empty.", self.index_path
+                )
+            self._loaded = True
+
+    # ------------------------------------------------------------------------------------------ protocol
+    def count_documents(self) -> int:
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._documents)
+
+    def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
+        """Copies of the documents matching Haystack ``filters`` (all when ``None``); views are not in ``meta``."""
+        with self._lock:
+            self._ensure_loaded()
+            return [self._with_embedding(d) for d in self._matching(filters)]
+
+    def export_documents(
+        self, batch_size: int = 256, filters: dict[str, Any] | None = None
+    ) -> Iterator[list[Document]]:
+        """
+        The documents matching ``filters`` with all their views, ``batch_size`` at a time, ready for any multi-view
+        store (see :func:`haystack_mvr.document_stores.copy_documents`); a lossy index gives its reconstruction.
+        """
+        check_batch_size(batch_size)
+        with self._lock:
+            self._ensure_loaded()
+            ids = [d.id for d in self._matching(filters)]
+        for start in range(0, len(ids), batch_size):
+            with self._lock:  # one batch of views at a time; a document deleted meanwhile is left out
+                encoder = self.encoder_config
+                batch = [self._exported(i, encoder) for i in ids[start : start + batch_size] if i in self._documents]
+            if batch:
+                yield batch
+
+    def _exported(self, doc_id: str, encoder: dict[str, Any] | None) -> Document:
+        key, views = self._key_of[doc_id], self._views
+        rows = views.views_of(key) if views is not None and views.count(key) else None
+        return exported_document(self._copy(self._documents[doc_id]), rows, encoder)
+
+    def write_documents(self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
+        """
+        Write documents and their views. ``DuplicatePolicy.NONE`` means ``FAIL``. Any iterable is accepted.
+
+        The whole batch is validated first: on any error (wrong type, NaN, mis-sized or over-long vectors, more
+        than ``MAX_VIEWS`` views, an ``embedding`` whose size differs from the views, malformed ``mvr_view_spans``,
+        another encoder's ``mvr_encoder``, meta JSON cannot hold, a duplicate under ``FAIL``) nothing of the batch
+        is written and nothing stored is lost. A document written
+        again (``OVERWRITE``) gets new rows; its old ones are removed.
+
+        :returns: The number of documents written.
+        """
+        documents = document_list(documents)
+        policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
+        with self._lock, gc_paused(len(documents)):
+            self._ensure_loaded()
+            prepared, encoder = self._prepare(documents)
+            batch: dict[str, tuple[Document, np.ndarray | None]] = {}
+            dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
+            for doc, views in prepared:
+                exists = doc.id in self._documents or doc.id in batch
+                if exists and policy == DuplicatePolicy.FAIL:
+                    msg = f"ID '{doc.id}' already exists."
+                    raise DuplicateDocumentError(msg)
+                if exists and policy == DuplicatePolicy.SKIP:
+                    dropped.append((doc, views))
+                    continue
+                if doc.id in batch:
+                    dropped.append(batch[doc.id])
+                batch[doc.id] = (doc, views)
+            dropped = [(doc, views) for doc, views in dropped if views is not None]
+            bad = first_invalid([views for _, views in dropped])
+            if bad is not None:
+                raise _invalid_views(dropped[bad[0]][0], bad[1])
+            dims = next((v.shape[1] for _, v in prepared if v is not None), None)
+            if dims is not None:
+                self._view_index(dims)  # built (and its search_parameters checked) before anything changes
+            ids = list(batch)
+            new_keys = list(itertools.islice(self._next_key, len(ids)))
+            with_views = [(k, doc, v) for k, (doc, v) in zip(new_keys, batch.values(), strict=True) if v is not None]
+            if with_views:
+                # new keys: their rows are added (and checked finite) before anything stored changes
+                try:
+                    with omp_threads(default_threads(True, self.search_threads)):
+                        self._view_index(dims).add([k for k, _, _ in with_views], [v for _, _, v in with_views])
+                except InvalidViews as e:
+                    raise _invalid_views(with_views[e.position][1], e.problem) from None
+            if encoder is not None and self.encoder_config is None:
+                self.encoder_config = encoder
+            self._remove([i for i in ids if i in self._documents])
+            self._key_of.update(zip(ids, new_keys, strict=True))
+            self._id_of.update(zip(new_keys, ids, strict=True))
+            self._documents.update((doc_id, doc) for doc_id, (doc, _) in batch.items())
+            return len(batch)
+
+    def delete_documents(self, document_ids: list[str]) -> None:
+        """Delete documents and all their views; unknown and repeated ids are ignored."""
+        ids = document_id_list(document_ids)
+        with self._lock:
+            self._ensure_loaded()
+            self._remove([i for i in ids if i in self._documents])
+
+    def delete_all_documents(self) -> None:
+        with self._lock:
+            self._loaded = True
+            self._documents.clear()
+            self._key_of.clear()
+            self._id_of.clear()
+            if self._views is not None:
+                self._views.reset()
+
+    def delete_by_filter(self, filters: dict[str, Any]) -> int:
+        with self._lock:
+            self._ensure_loaded()
+            ids = [d.id for d in self._matching(filters)]
+            self._remove(ids)
+            return len(ids)
+
+    def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
+        """Merge ``meta`` into the meta of every matching document; views are unchanged."""
+        if VIEWS_KEY in meta or SPANS_KEY in meta or ENCODER_KEY in meta:
+            msg = (
+                f"update_by_filter cannot change '{VIEWS_KEY}', '{SPANS_KEY}' or '{ENCODER_KEY}'; "
+                "write the documents again instead."
+            )
+            raise ValueError(msg)
+        if not isinstance(meta, dict):
+            msg = f"meta must be a dict, got {type(meta).__name__}."
+            raise ValueError(msg)
+        meta = _json_meta(meta, "update_by_filter")
+        with self._lock:
+            self._ensure_loaded()
+            matching = self._matching(filters)
+            for doc in matching:
+                self._documents[doc.id] = dataclasses.replace(doc, meta={**doc.meta, **copy.deepcopy(meta)})
+            return len(matching)
+
+    def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._matching(filters))
+
+    def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
+        with self._lock:
+            self._ensure_loaded()
+            return metadata_queries.count_unique(self._matching(filters), metadata_fields)
+
+    def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            self._ensure_loaded()
+            return metadata_queries.fields_info(self._documents.values())
+
+    def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
+        with self._lock:
+            self._ensure_loaded()
+            return copy.deepcopy(metadata_queries.min_max(self._documents.values(), metadata_field))
+
+    def get_metadata_field_unique_values(
+        self,
+        metadata_field: str,
+        search_term: str | None = None,
+        from_: int = 0,
+        size: int = 10,
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], int]:
+        with self._lock:
+            self._ensure_loaded()
+            values, total = metadata_queries.paged_unique_values(
+                self._matching(filters), metadata_field, search_term, from_, size
+            )
+            return copy.deepcopy(values), total
+
+    # ---------------------------------------------------------------------------------------- async API
+    async def write_documents_async(
+        self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
+    ) -> int:
+        return await asyncio.to_thread(self.write_documents, documents, policy)
+
+    async def delete_all_documents_async(self) -> None:
+        await asyncio.to_thread(self.delete_all_documents)
+
+    async def search_async(
+        self,
+        query_embedding: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.search, query_embedding, top_k, filters, return_embedding)
+
+    async def search_batch_async(
+        self,
+        query_embeddings: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        return await asyncio.to_thread(self.search_batch, query_embeddings, top_k, filters, return_embedding)
+
+    # -------------------------------------------------------------------------------------------- search
+    def search(
+        self,
+        query_embedding: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        """
+        The ``top_k`` documents whose best view has the highest inner product with the query.
+
+        Exactly ``min(top_k, matching documents with vectors)`` unique documents: the FAISS search widens until
+        enough are found or the whole index was searched; a filter matching few rows is scored exactly, others
+        search FAISS restricted to the matching rows (an id selector, or filtering afterwards where the index has
+        none). Every returned document is re-scored by :func:`haystack_mvr.views.annotate_match` over its held
+        views and the list re-sorted by that score.
+
+        :param query_embedding: The query vector ``(d,)``.
+        :param top_k: How many documents.
+        :param filters: Haystack metadata filters.
+        :param return_embedding: Also return each document's views (``meta["mvr_views"]``) and ``embedding``.
+        :returns: Copies of the documents with ``score`` (max over views), ``meta["mvr_matched_view"]``,
+            ``meta["mvr_matched_scope"]`` and, with snippet views, ``meta["mvr_matched_span"]`` and
+            ``meta["mvr_matched_text"]``.
+        """
+        queries = self._validate_queries(query_embedding, batch=False)
+        return self._search(queries, top_k, filters, return_embedding, batch=False)[0]
+
+    def search_batch(
+        self,
+        query_embeddings: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        """
+        :meth:`search` for every row of ``query_embeddings`` ``(n, d)``: one FAISS search for the whole matrix
+        (widened again only for the queries that came up short) and one evaluation of ``filters`` shared by all.
+
+        :returns: One ranked list per query, in query order.
+        """
+        queries = self._validate_queries(query_embeddings, batch=True)
+        return self._search(queries, top_k, filters, return_embedding, batch=True)
+
+    def _search(
+        self, queries: np.ndarray, top_k: int, filters: dict[str, Any] | None, return_embedding: bool, batch: bool
+    ) -> list[list[Document]]:
+        check_top_k(top_k)
+        with self._lock:
+            self._ensure_loaded()
+            views = self._views
+            if views is not None:
+                check_query_dimension(queries, views.dim)
+            allowed = None
+            if filters:
+                matching = self._matching(filters)
+                if views is not None:
+                    keys = (self._key_of[d.id] for d in matching)
+                    allowed = np.fromiter((k for k in keys if views.count(k)), dtype=np.int64)
+            if views is None or views.ntotal == 0:
+                if self._documents:
+                    logger.warning(
+                        "The store holds %d documents but no vectors: nothing to search.", len(self._documents)
+                    )
+                return [[] for _ in queries]
+            if len(queries) == 0:
+                return []
+            # beside a lossy index the kept rows re-rank a wider pool of candidates exactly
+            pool = top_k * 4 + 16 if views.keeps_rows else top_k
+            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads), enough=top_k)
+            results = []
+            for query, keys in zip(queries, found, strict=True):
+                if len(keys) > top_k:
+                    scores = views.best_scores(query, keys)
+                    keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
+                docs = [
+                    self._result(int(k), rows, query, return_embedding)
+                    for k, rows in zip(keys, views.views_of_keys(keys), strict=True)
+                ]
+                docs.sort(key=lambda d: -d.score)  # stable: FAISS order among equal scores
+                results.append(docs)
+            return results
+
+    def _result(self, key: int, rows: np.ndarray, query: np.ndarray, return_embedding: bool) -> Document:
+        doc = self._documents[self._id_of[key]]
+        return annotate_match(self._copy(doc), rows, query, return_embedding=return_embedding)
+
+    @staticmethod
+    def _copy(doc: Document) -> Document:
+        """A copy whose nested meta values (lists, dicts ...) are copied too: callers cannot change the store."""
+        meta = {k: v if isinstance(v, _SCALARS) else copy.deepcopy(v) for k, v in doc.meta.items()}
+        return _stored_copy(doc, meta, None if doc.embedding is None else list(doc.embedding), score=doc.score)
+
+    def _with_embedding(self, doc: Document) -> Document:
+        """A copy of a stored document; an ``embedding`` left out because it equals view 0 is put back."""
+        out = self._copy(doc)
+        if doc.embedding is None and self._views is not None and self._views.count(self._key_of[doc.id]):
+            return dataclasses.replace(out, embedding=self._views.views_of(self._key_of[doc.id])[0].tolist())
+        return out
+
+    # ------------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> None:
+        """Write the store to the directory ``path`` atomically: a crash leaves the previous copy loadable."""
+        with self._lock:
+            self._ensure_loaded()
+            persistence.save(self._state(), Path(path))
+
+    def load(self, path: str | Path) -> None:
+        """Replace this store's contents with the copy at ``path`` (refused if dimension or encoder differ)."""
+        with self._lock:
+            self._load_from(Path(path))
+            self._loaded = True
+
+    def _state(self) -> persistence.StoreState:
+        """What :meth:`save` writes: the store's own objects (read under the lock), not copies."""
+        return persistence.StoreState(
+            documents=self._documents,
+            keys=self._key_of,
+            views=self._views,
+            embedding_dim=self.embedding_dim,
+            encoder_config=self.encoder_config,
+            index_settings=self._index_settings(),
+        )
+
+    def _load_from(self, path: Path) -> None:
+        """Replace the contents with the copy at ``path``, checked against this store's arguments first (the caller
+        holds the lock); on any error nothing changes."""
+        target = persistence.LoadTarget(
+            embedding_dim=self.embedding_dim,
+            encoder_config=self.encoder_config,
+            index_factory=self.index_factory,
+            new_view_index=self._new_view_index,
+        )
+        persistence.load_into(target, path)
+        state = target.state
+        assert state is not None
+        self._documents = state.documents
+        self._key_of = state.keys
+        self._id_of = dict(zip(state.keys.values(), state.keys.keys(), strict=True))
+        self._next_key = iter(range(max(state.keys.values(), default=-1) + 1, 1 << 50))
+        self._views = state.views
+        self._saved_settings = state.index_settings
+        self.embedding_dim = self.embedding_dim or state.embedding_dim
+        if self.encoder_config is None:
+            self.encoder_config = state.encoder_config
+
+    # ---------------------------------------------------------------------------------------- internals
+    def _matching(self, filters: dict[str, Any] | None) -> list[Document]:
+        if not filters:
+            return list(self._documents.values())
+        if "operator" not in filters and "conditions" not in filters:
+            msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
+            raise ValueError(msg)
+        match = compile_filter(filters)  # parsed once; same results and errors as document_matches_filter
+        return [d for d in self._documents.values() if match(d)]
+
+    def _prepare(self, documents: list[Document]) -> tuple[list[tuple[Document, np.ndarray | None]], dict | None]:
+        """Validate a batch and split each document into what is stored and its views; nothing is changed.
+
+        Views given as a C-contiguous float32 numpy matrix, or as :class:`PackedViews` (which holds one), are taken
+        as they are (no copy, no per-document numpy call): their finiteness is checked by ``ViewIndex.add`` in the
+        pass that copies them into the index (or here, for documents the batch does not add). Every other form goes
+        through :func:`extract_views`.
+        """
+        prepared = []
+        dim = self._views.dim if self._views is not None else self.embedding_dim
+        encoder = self.encoder_config
+        for doc in documents:
+            doc_meta = doc.meta
+            raw = doc_meta.get(VIEWS_KEY)
+            if type(raw) is PackedViews or (
+                type(raw) is np.ndarray
+                and raw.dtype is _FLOAT32
+                and raw.ndim == 2
+                and raw.shape[0]
+                and raw.shape[1]
+                and raw.flags.c_contiguous
+            ):
+                views = raw.matrix if type(raw) is PackedViews else raw  # a packed matrix is C-contiguous float32
+                raw_spans = doc_meta.get(SPANS_KEY)
+                spans = None
+                if raw_spans is not None:
+                    spans = validate_spans(raw_spans, views, doc.content, where=f"document {doc.id!r}")
+            else:
+                views, spans, _ = extract_views(doc)
+            doc_encoder = doc_meta.get(ENCODER_KEY)
+            if doc_encoder is not None:
+                if not isinstance(doc_encoder, dict):
+                    msg = f"Document {doc.id!r}: '{ENCODER_KEY}' must be a dict naming the encoder."
+                    raise ValueError(msg)
+                if encoder is None:
+                    encoder = copy.deepcopy(doc_encoder)
+                elif doc_encoder != encoder:
+                    msg = (
+                        f"Document {doc.id!r} was encoded by another encoder ({doc_encoder}) than the store's "
+                        f"vectors ({encoder}); re-encode it with the store's encoder or use another store."
+                    )
+                    raise ValueError(msg)
+            embedding = doc.embedding
+            if views is not None:
+                k, d = views.shape
+                if dim is None:
+                    dim = d
+                elif d != dim:
+                    raise ValueError(document_dimension_message(doc.id, d, "the store", dim))
+                if k > MAX_VIEWS:
+                    msg = (
+                        f"Document {doc.id!r} has {k} views; the store keeps at most {MAX_VIEWS} per document (a "
+                        f"view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
+                        f"split the document, or encode it with fewer, longer snippets."
+                    )
+                    raise ValueError(msg)
+                if embedding is not None and len(embedding) != d:
+                    msg = (
+                        f"Document {doc.id!r}: its embedding has {len(embedding)} dimensions but its views have "
+                        f"{d}; nothing of this batch was written."
+                    )
+                    raise ValueError(msg)
+                if embedding is not None and embedding_repeats_first_view(embedding, raw, views):
+                    # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
+                    # view 0, which the embedders set as ``embedding`` anyway.
+                    embedding = None
+            meta = _json_meta(doc_meta, f"Document {doc.id!r}")  # a copy: nested values are the store's own
+            if spans is not None:
+                meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
+            prepared.append((_stored_copy(doc, meta, None if embedding is None else list(embedding)), views))
+        return prepared, encoder
+
+    def _view_index(self, dim: int) -> ViewIndex:
+        if self._views is None:
+            self._views = self._new_view_index(dim)
+            self.embedding_dim = self.embedding_dim or dim
+        return self._views
+
+    def _new_view_index(self, dim: int, saved: dict[str, Any] | None = None) -> ViewIndex:
+        """An empty view index with this store's settings (also what a load fills): each argument given to the
+        store, else the one ``saved`` (by default: the last load's) recorded, else the default."""
+        return ViewIndex(dim, gpu_device=self.gpu_device, **self._index_settings(saved))
+
+    def _index_settings(self, saved: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The index settings a new view index gets (see :meth:`_new_view_index`); what :meth:`save` records."""
+        saved = self._saved_settings if saved is None else saved
+        given = {
+            "index_factory": self.index_factory,
+            "search_parameters": self.search_parameters,
+            "keep_vectors": self.keep_vectors,
+            "train_size": self.train_size,
+        }
+        settings = {k: v if v is not None else saved.get(k) for k, v in given.items()}
+        settings["index_factory"] = settings["index_factory"] or "Flat"
+        settings["keep_vectors"] = True if settings["keep_vectors"] is None else settings["keep_vectors"]
+        return settings
+
+    def _remove(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        keys = [self._key_of.pop(i) for i in ids]
+        for i, key in zip(ids, keys, strict=True):
+            del self._documents[i]
+            del self._id_of[key]
+        if self._views is not None:
+            self._views.remove(keys)
+
+    @staticmethod
+    def _validate_queries(queries: Any, batch: bool) -> np.ndarray:
+        name = "query_embeddings" if batch else "query_embedding"
+        try:
+            matrix = np.asarray(queries, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            msg = f"{name} must be {'a (n, d) matrix' if batch else 'a list'} of floats."
+            raise ValueError(msg) from e
+        if batch and matrix.ndim == 2 and matrix.shape[0] == 0:
+            return matrix.reshape(0, max(1, matrix.shape[1]))
+        if matrix.ndim != (2 if batch else 1) or matrix.shape[-1] == 0:
+            shape = "(n, d) matrix" if batch else "non-empty 1-D vector"
+            msg = f"{name} must be a {shape}, got shape {matrix.shape}."
+            raise ValueError(msg)
+        matrix = np.ascontiguousarray(matrix.reshape(-1, matrix.shape[-1]))
+        problem = views_problem(matrix, "query")
+        if problem == NON_FINITE:
+            msg = f"{name} contains NaN or infinite values."
+            raise ValueError(msg)
+        if problem is not None:
+            msg = f"{name}: {problem}."
+            raise ValueError(msg)
+        return matrix
+
+
+def _stored_copy(
+    doc: Document, meta: dict[str, Any], embedding: list[float] | None, score: float | None = None
+) -> Document:
+    """``dataclasses.replace(doc, meta=meta, embedding=embedding, score=None)`` without its cost: a shallow copy of
+    the instance dict with the three fields set directly (``replace`` re-runs Document's ``__init__`` and its field
+    tracking, ``copy.copy`` goes through ``__reduce_ex__``: ~1 us per document instead of ~20 us under cProfile
+    when writing 10^6 views)."""
+    stored = object.__new__(type(doc))
+    fields = stored.__dict__
+    fields.update(doc.__dict__)
+    fields["meta"], fields["embedding"], fields["score"] = meta, embedding, score
+    return stored
+
+
+def _invalid_views(doc: Document, problem: str) -> ValueError:
+    return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
+
+
+def _json_value(value: Any, where: str, field: str) -> Any:
+    """A copy of the meta ``value`` as JSON keeps it: numpy numbers become Python ones, tuples lists; anything JSON
+    cannot hold (dates, sets, bytes, objects, non-string keys) is a ``ValueError`` naming ``where`` and the field."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, np.generic):
+        if isinstance(value, np.bool_):
+            return bool(value)
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            return float(value)
+    elif isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _not_json(where, f"meta field {field!r} has the key {key!r} ({type(key).__name__})")
+            out[key] = _json_value(item, where, f"{field}.{key}")
+        return out
+    elif isinstance(value, (list, tuple)):
+        return [_json_value(item, where, f"{field}[{i}]") for i, item in enumerate(value)]
+    raise _not_json(where, f"meta field {field!r} holds a {type(value).__name__}")
+
+
+def _not_json(where: str, what: str) -> ValueError:
+    return ValueError(
+        f"{where}: {what}, which the store cannot save (it saves meta as JSON): use str, int, float, bool, None and "
+        "lists or dicts of them with string keys (numpy numbers are converted), e.g. an ISO string for a date. "
+        "Nothing was written."
+    )
+
+
+def _json_meta(meta: dict[str, Any], where: str) -> dict[str, Any]:
+    """``meta`` without the keys the store takes off (views, spans, encoder), each value as :func:`_json_value`
+    makes it (a plain scalar as it is, without a call)."""
+    out = {}
+    for key, value in meta.items():
+        if key in _TAKEN_KEYS:
+            continue
+        if type(key) is not str:
+            raise _not_json(where, f"its meta has the key {key!r} ({type(key).__name__})")
+        out[key] = value if type(value) in _PLAIN else _json_value(value, where, key)
+    return out
+
+
+__all__ = ["FaissMultiViewDocumentStore"]
