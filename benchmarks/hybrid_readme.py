@@ -34,7 +34,8 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.components.joiners import DocumentScoreNormalizer, add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, persistence
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import persistence
 from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking
 from haystack_mvr.evaluation.report import markdown_table
 
