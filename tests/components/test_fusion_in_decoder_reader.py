@@ -231,6 +231,13 @@ def test_warm_up_is_idempotent_and_lazy(tiny_t5):
     assert len(lazy.run(query=QUERY, documents=DOCS)["answers"]) == 1
 
 
+def test_wordpiece_answers_keep_punctuation_joined(reader):
+    """A WordPiece tokenizer decodes "Levi's Stadium" as "levi ' s stadium" unless the clean-up joins it back."""
+    reader.warm_up()
+    ids = reader.tokenizer("Levi's Stadium, Denver.", add_special_tokens=False)["input_ids"]
+    assert reader.tokenizer.decode(ids) == "levi's stadium, denver."
+
+
 def test_bad_input(reader):
     with pytest.raises(ValueError, match="empty query"):
         reader.run(query="  ", documents=DOCS)

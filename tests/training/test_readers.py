@@ -86,8 +86,9 @@ def test_answer_window_keeps_the_answer_from_a_sentence_start():
     assert answer_window_text(text, start, "Warsaw", None) == text
     assert answer_window_text(text, start, "Warsaw", len(text)) == text
     assert answer_window_text(text, start, "Warsaw", 70) == text[:70]  # the answer ends within 70: paragraph start
-    cut = answer_window_text(text, start, "Warsaw", 40)
-    assert cut.startswith("The answer is Warsaw") and len(cut) == 40
+    assert answer_window_text(text, start, "Warsaw", 40) == "Second one is long. The answer is Warsaw"  # earliest
+    cut = answer_window_text(text, start, "Warsaw", 30)
+    assert cut.startswith("The answer is Warsaw") and len(cut) == 30
     assert answer_window_text(text, start, "Warsaw", 10) == text[start : start + 10]  # no sentence start fits
     assert answer_window_text(text, None, "Warsaw", 10) == text
 

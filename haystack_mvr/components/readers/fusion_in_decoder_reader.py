@@ -144,6 +144,10 @@ class FusionInDecoderReader:
         if not model.config.is_encoder_decoder:
             msg = f"{self.model} is not an encoder-decoder model; Fusion-in-Decoder needs one (T5, BART ...)."
             raise ValueError(msg)
+        if _decodes_wordpiece(tokenizer):
+            # WordPiece decoding spaces punctuation out ("levi ' s stadium", which no longer matches "Levi's
+            # Stadium" after SQuAD normalisation); the clean-up joins it back ("levi's stadium")
+            tokenizer.clean_up_tokenization_spaces = True
         self.tokenizer = tokenizer
         self.seq2seq_model = model.to(self.device.to_torch()).eval()
 
@@ -225,6 +229,14 @@ class FusionInDecoderReader:
             for text, score in pairs
         ]
         return {"answers": answers}
+
+
+def _decodes_wordpiece(tokenizer: Any) -> bool:
+    """Whether a (fast) tokenizer decodes with a WordPiece decoder (BERT-like vocabularies, e.g. a bert2bert FiD)."""
+    from tokenizers import decoders
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return isinstance(getattr(backend, "decoder", None), decoders.WordPiece)
 
 
 def _check_positive_int(name: str, value: Any) -> None:

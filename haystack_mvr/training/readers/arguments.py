@@ -41,6 +41,21 @@ class ReaderTrainingArguments:
     max_length: int = field(default=256, metadata={"help": "Tokens per (question, passage) input."})
     stride: int = field(default=64, metadata={"help": "extractive: overlap of the windows of a long passage."})
     max_answer_length: int = field(default=24, metadata={"help": "fid: answer tokens kept as labels."})
+    answer_window: int | None = field(
+        default=None,
+        metadata={
+            "help": "fid: a gold paragraph longer than this many characters is cut to a window of them that starts "
+            "at a sentence start before the answer (the paragraph start when the answer fits), so truncation to "
+            "--max-length rarely drops the answer (about 450 characters for 128 tokens). Default: whole paragraphs."
+        },
+    )
+    fresh_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "fid: peak learning rate of the layers bert2bert adds to the backbone (the decoder's "
+            "cross-attention and LM-head transform); default: --learning-rate."
+        },
+    )
     epochs: float = field(default=1.0, metadata={"help": "Training epochs (ignored when --max-steps is set)."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
     max_minutes: float | None = field(
@@ -63,8 +78,8 @@ class ReaderTrainingArguments:
         if self.kind not in KINDS:
             msg = f"kind must be one of {list(KINDS)}, got {self.kind!r}."
             raise ValueError(msg)
-        for name in ("num_passages", "max_length", "batch_size", "max_answer_length"):
-            if getattr(self, name) < 1:
+        for name in ("num_passages", "max_length", "batch_size", "max_answer_length", "answer_window"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 msg = f"{name} must be a positive integer, got {getattr(self, name)!r}."
                 raise ValueError(msg)
         if self.kind == "extractive" and not 0 <= self.stride < self.max_length // 2:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,11 @@ from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_
 __all__ = [
     "FusionInDecoderCollator",
     "FusionInDecoderTrainer",
+    "answer_window_text",
     "bert2bert",
     "bm25_top_passages",
     "fid_examples",
+    "fresh_parameter_names",
     "read_retrieved",
     "train_fid_reader",
 ]
@@ -82,20 +85,54 @@ def read_retrieved(path: Path) -> dict[str, list[str]]:
     return retrieved
 
 
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+
+
+def answer_window_text(text: str, answer_start: int | None, answer: str, window: int | None) -> str:
+    """
+    At most ``window`` characters of ``text`` that hold the answer at ``answer_start``.
+
+    The window starts at the paragraph start when the answer ends within ``window`` characters, else at the
+    earliest sentence start from which it does, else at the answer itself. ``text`` is returned whole when it is
+    no longer than ``window``, when ``window`` is ``None`` or when the answer's offset is unknown.
+    """
+    if window is None or answer_start is None or len(text) <= window:
+        return text
+    end = answer_start + len(answer)
+    starts = [0, *(m.end() for m in _SENTENCE_END.finditer(text, 0, answer_start + 1) if m.end() <= answer_start)]
+    start = next((s for s in starts if end - s <= window), answer_start)
+    return text[start : start + window]
+
+
 def fid_examples(
-    questions: list[Question], passages: dict[str, Passage], retrieved: dict[str, list[str]] | None, k: int
+    questions: list[Question],
+    passages: dict[str, Passage],
+    retrieved: dict[str, list[str]] | None,
+    k: int,
+    answer_window: int | None = None,
 ) -> list[dict[str, Any]]:
     """
     ``{"texts": k encoder inputs, "answer": str}`` per question; the gold passage is always among the ``k``.
 
-    Without ``retrieved`` (or for a question it lacks) the question reads its gold passage alone.
+    Without ``retrieved`` (or for a question it lacks) the question reads its gold passage alone. With
+    ``answer_window`` the gold passage is cut to that many characters around its answer (``answer_window_text``).
     """
     examples = []
     for q in questions:
         ids = [i for i in (retrieved or {}).get(q.id, []) if i in passages][:k] or [q.positive_id]
         if q.positive_id not in ids:
             ids = [*ids[: k - 1], q.positive_id] if len(ids) >= k else [*ids, q.positive_id]
-        texts = [format_fid_input(q.question, passages[i].text, passages[i].title) for i in ids]
+        start = q.answer_starts[0] if q.answer_starts else None
+        texts = [
+            format_fid_input(
+                q.question,
+                answer_window_text(passages[i].text, start, q.answers[0], answer_window)
+                if i == q.positive_id
+                else passages[i].text,
+                passages[i].title,
+            )
+            for i in ids
+        ]
         examples.append({"texts": texts, "answer": q.answers[0]})
     return examples
 
@@ -169,6 +206,45 @@ def bert2bert(backbone: str, tokenizer: PreTrainedTokenizerBase) -> EncoderDecod
     return model
 
 
+def fresh_parameter_names(model: EncoderDecoderModel) -> set[str]:
+    """The parameters bert2bert adds to the backbone: the decoder's cross-attention and its LM-head transform."""
+    return {
+        name
+        for name, _ in model.named_parameters()
+        if name.startswith("decoder.")
+        and (
+            ".crossattention." in name
+            or name.startswith(("decoder.cls.predictions.transform.", "decoder.cls.predictions.bias"))
+        )
+    }
+
+
+def fid_optimizer(model: EncoderDecoderModel, args: ReaderTrainingArguments) -> torch.optim.Optimizer | None:
+    """
+    AdamW with ``args.fresh_learning_rate`` for ``fresh_parameter_names`` and ``args.learning_rate`` for the rest
+    (weight decay 0.01 but on biases and LayerNorm, as the Trainer's own); ``None`` (the Trainer's optimizer) when
+    no fresh learning rate is set. The Trainer's schedule (warm-up, linear decay) scales both groups alike.
+    """
+    if args.fresh_learning_rate is None:
+        return None
+    fresh = fresh_parameter_names(model)
+    groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            no_decay = name.endswith("bias") or "LayerNorm" in name
+            groups.setdefault((name in fresh, no_decay), []).append(parameter)
+    return torch.optim.AdamW(
+        [
+            {
+                "params": params,
+                "lr": args.fresh_learning_rate if is_fresh else args.learning_rate,
+                "weight_decay": 0.0 if no_decay else 0.01,
+            }
+            for (is_fresh, no_decay), params in sorted(groups.items())
+        ]
+    )
+
+
 def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
     """
     Train a bert2bert Fusion-in-Decoder reader on the squad-mv training questions; save to ``args.output_dir``.
@@ -183,7 +259,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
 
     questions, passages = training_questions(args.data_dir, args.limit)
     retrieved = read_retrieved(args.retrieved_file) if args.retrieved_file else None
-    examples = fid_examples(questions, passages, retrieved, args.num_passages)
+    examples = fid_examples(questions, passages, retrieved, args.num_passages, args.answer_window)
     random.Random(args.seed).shuffle(examples)
     gold_added = sum(
         1 for q in questions if retrieved and q.positive_id not in retrieved.get(q.id, [])[: args.num_passages]
@@ -196,6 +272,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         args=training_args,
         train_dataset=examples,
         callbacks=budget,
+        optimizers=(fid_optimizer(model, args), None),
         data_collator=FusionInDecoderCollator(
             tokenizer, args.num_passages, max_length=args.max_length, max_answer_length=args.max_answer_length
         ),
@@ -207,5 +284,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         "gold_passage_added": gold_added,
         "num_passages": args.num_passages,
         "retrieved_file": str(args.retrieved_file) if args.retrieved_file else None,
+        "answer_window": args.answer_window,
+        "fresh_learning_rate": args.fresh_learning_rate,
     }
     return train_and_save(trainer, tokenizer, args, budget, details)
