@@ -7,7 +7,8 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, _reconstruct_rotated, labels_of
+from haystack_mvr.document_stores.faiss.index_family import reconstruct_rotated
+from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, labels_of
 from haystack_mvr.views import attach_views, document_views
 
 DIM = 16
@@ -171,9 +172,9 @@ def test_opq_rows_are_rotated_back_in_one_product_and_equal_faiss(factory):
     store.delete_documents([f"d{i}" for i in range(0, 400, 3)])
     store.write_documents(docs(unit_views(50, 1), start=400))
     index = store._views.faiss_index
-    keys = np.array(sorted(store._views._counts))
-    labels = np.concatenate([labels_of(int(k), store._views._counts[int(k)]) for k in keys])
-    rotated = _reconstruct_rotated(index, labels)
+    keys = np.sort(store._views.keys())
+    labels = np.concatenate([labels_of(int(k), store._views.count(int(k))) for k in keys])
+    rotated = reconstruct_rotated(index, labels)
     assert rotated is not None
     np.testing.assert_allclose(rotated, index.reconstruct_batch(labels), atol=1e-5)
     hit = store.search(rotated[5], top_k=1, filters={"field": "id", "operator": "in", "value": ["d1", "d2", "d4"]})
@@ -185,8 +186,8 @@ def test_rotated_reconstruction_falls_back_where_it_does_not_apply():
     data = unit_views(300, 2, views=1)[:, 0]
     pq.train(data)
     pq.add_with_ids(data, np.arange(300, dtype=np.int64))
-    assert _reconstruct_rotated(pq, np.arange(5, dtype=np.int64)) is None  # no pre-transform: FAISS's own
+    assert reconstruct_rotated(pq, np.arange(5, dtype=np.int64)) is None  # no pre-transform: FAISS's own
     opq = faiss.IndexIDMap2(faiss.index_factory(DIM, "OPQ4,PQ4", faiss.METRIC_INNER_PRODUCT))
     opq.train(data)
     opq.add_with_ids(data, np.arange(300, dtype=np.int64)[::-1].copy())  # labels not in increasing order
-    assert _reconstruct_rotated(opq, np.array([3, 7], dtype=np.int64)) is None
+    assert reconstruct_rotated(opq, np.array([3, 7], dtype=np.int64)) is None

@@ -10,8 +10,10 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import view_index
-from haystack_mvr.document_stores.faiss.view_index import VIEW_BITS, _collapse, _flat_top_k
+from haystack_mvr.document_stores.faiss import flat_scan
+from haystack_mvr.document_stores.faiss.flat_scan import flat_top_k
+from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
+from haystack_mvr.document_stores.faiss.view_search import collapse
 from haystack_mvr.views import VIEWS_KEY
 
 
@@ -22,8 +24,8 @@ def _integers(rng: np.random.Generator, shape: tuple[int, ...], high: int = 3) -
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few rows, so that thresholds, merges and the last partial block are all exercised."""
-    monkeypatch.setattr(view_index, "_FIRST_BLOCK_ROWS", 8)
-    monkeypatch.setattr(view_index, "_BLOCK_SCORES", 64)
+    monkeypatch.setattr(flat_scan, "_FIRST_BLOCK_ROWS", 8)
+    monkeypatch.setattr(flat_scan, "_BLOCK_SCORES", 64)
 
 
 @pytest.mark.parametrize(("n", "nq", "k", "high"), [(1, 1, 1, 3), (7, 3, 7, 1), (300, 5, 10, 1), (1000, 17, 40, 2)])
@@ -32,7 +34,7 @@ def test_flat_top_k_returns_the_exact_best_scores(n, nq, k, high):
     rng = np.random.default_rng(n + nq + k)
     rows, queries = _integers(rng, (n, 16), high), _integers(rng, (nq, 16), high)
     labels = rng.permutation(n * 3)[:n].astype(np.int64)
-    got = _flat_top_k(queries, k, rows, labels)
+    got = flat_top_k(queries, k, rows, labels)
     truth = queries @ rows.T
     position = {int(label): i for i, label in enumerate(labels)}
     assert got.shape == (nq, min(k, n))
@@ -53,7 +55,7 @@ def test_flat_top_k_with_default_blocks_matches_faiss_scores():
     flat = faiss.IndexFlatIP(32)
     flat.add(rows)
     scores, _ = flat.search(queries, 25)
-    got = _flat_top_k(queries, 25, rows, np.arange(len(rows), dtype=np.int64))
+    got = flat_top_k(queries, 25, rows, np.arange(len(rows), dtype=np.int64))
     ours = np.take_along_axis(queries @ rows.T, got, 1)
     np.testing.assert_allclose(ours, scores, rtol=0, atol=1e-4)
 
@@ -87,7 +89,7 @@ def test_collapse_matches_a_loop_over_queries(seed):
     chosen = pool[rng.random(len(pool)) < 0.5]
     for want in (1, 3, 10, 100):
         for post_filter, excluded in ((None, None), (chosen, None), (None, chosen)):
-            found, counts = _collapse(labels, want, post_filter, excluded)
+            found, counts = collapse(labels, want, post_filter, excluded)
             expected, expected_counts = _collapse_reference(
                 labels,
                 want,
@@ -104,13 +106,13 @@ def test_collapse_of_one_query(seed):
     labels = (rng.integers(0, 6, (1, 40)) << VIEW_BITS) | rng.integers(0, 9, (1, 40))
     labels[0, rng.random(40) < 0.2] = -1
     for want in (1, 4, 50):
-        found, counts = _collapse(labels, want)
+        found, counts = collapse(labels, want)
         expected, expected_counts = _collapse_reference(labels, want)
         assert [f.tolist() for f in found] == expected and counts.tolist() == expected_counts
 
 
 def test_collapse_of_nothing():
-    found, counts = _collapse(np.full((3, 4), -1, dtype=np.int64), 2)
+    found, counts = collapse(np.full((3, 4), -1, dtype=np.int64), 2)
     assert [f.tolist() for f in found] == [[], [], []] and counts.tolist() == [0, 0, 0]
 
 

@@ -1,8 +1,15 @@
 """The FAISS multi-view document store, the embedded default (``pip install "haystack-mvr[cpu]"`` or ``[gpu]``).
 
 - ``document_store``: the Haystack-facing store (documents, filters, the multi-view search, save/load);
-- ``view_index``: the FAISS index of view rows and the collapse of view hits to documents;
-- ``gpu_index``: searching a copy of the index on a GPU;
+- ``view_index``: the FAISS index of view rows the store uses (``ViewIndex``), composing:
+  - ``view_labels``: a row's label, ``(document key << 12) | view``;
+  - ``view_checks``: which views are accepted (finite, no longer than ``MAX_NORM``);
+  - ``row_book``: which key owns how many rows, and the float32 rows held beside the index;
+  - ``index_family``: what each FAISS index type needs (stable ids, training, id selectors, reconstruction);
+  - ``chunked_add``: rows into FAISS in checked chunks;
+  - ``view_search``: the widening search, rows to documents, exact scoring; ``flat_scan``: a batch over Flat rows;
+  - ``gpu_index``: searching a copy of the index on a GPU, and its depth cap;
+  - ``faiss_threads``: FAISS's OpenMP threads per call;
 - ``persistence`` / ``versioned_directory``: the saved store's files, written as crash-safe versions;
 - ``faiss_import``: the one place FAISS is imported.
 """

@@ -134,6 +134,30 @@ class GpuReplica:
             logger.debug("Copied %d rows of %s to GPU %d.", cpu_index.ntotal, self.index_factory, self.gpu_device)
         return self._copy
 
+    def copy_to_search(
+        self,
+        cpu_index: faiss.Index,
+        generation: int,
+        max_search_depth: int | None,
+        want: int,
+        rows_per_document: float,
+        allowed_rows: int | None,
+    ) -> faiss.Index | None:
+        """The GPU copy to search for ``want`` documents among ``allowed_rows`` (``None``: every row); ``None`` for a
+        filter too selective to search under the depth cap (the CPU index's id selector finds the matching rows
+        without widening past it)."""
+        cap = depth_cap(max_search_depth, self)
+        if allowed_rows is not None and 2 * want * rows_per_document * cpu_index.ntotal / max(1, allowed_rows) > cap:
+            return None
+        return self.index(cpu_index, generation)
+
+
+def depth_cap(max_search_depth: int | None, replica: GpuReplica | None) -> int | None:
+    """The deepest FAISS search to run: ``max_search_depth`` and, searching ``replica``, FAISS's GPU limit (``None``:
+    no cap)."""
+    caps = [c for c in (max_search_depth, replica.max_k if replica else None) if c]
+    return min(caps) if caps else None
+
 
 def _new_resources() -> Any:
     return faiss.StandardGpuResources()
@@ -158,6 +182,7 @@ __all__ = [
     "GpuReplica",
     "check_gpu_device",
     "check_gpu_index",
+    "depth_cap",
     "faiss_has_gpu",
     "gpu_count",
     "gpu_unavailable_reason",

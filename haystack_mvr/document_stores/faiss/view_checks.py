@@ -1,0 +1,56 @@
+"""What a view must be to enter the store: finite, and no longer than ``MAX_NORM`` (so every score is finite)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The largest L2 norm of a view or a query: two such vectors have an inner product of at most 1e36, finite in float32
+# (whose largest value is 3.4e38), so scores, and the fusion and thresholds that use them, stay finite.
+MAX_NORM = 1e18
+MAX_SQUARED_NORM = MAX_NORM * MAX_NORM
+NON_FINITE = "contain NaN or infinite values"
+
+
+class InvalidViews(ValueError):
+    """A document's views hold a NaN or an infinity, or a view too long (``MAX_NORM``); ``position`` is its place in
+    the keys given to ``add`` and ``problem`` what is wrong (``NON_FINITE``, or the view and its norm)."""
+
+    def __init__(self, position: int, problem: str) -> None:
+        super().__init__(f"The views of document {position} of the batch: {problem}.")
+        self.position = position
+        self.problem = problem
+
+
+def squared_norm(matrix: np.ndarray) -> float:
+    """The sum of squares of every value, in float32 (one BLAS ``sdot`` pass, no array allocated for a contiguous
+    matrix): NaN or infinite when a value is, and also when finite values overflow float32."""
+    return float(np.vdot(matrix, matrix))
+
+
+def views_problem(matrix: np.ndarray, row_name: str = "view") -> str | None:
+    """What is wrong with ``matrix``'s rows (``NON_FINITE``, or the longest row when its L2 norm passes ``MAX_NORM``,
+    called ``row_name``), or ``None``."""
+    if squared_norm(matrix) <= MAX_SQUARED_NORM:
+        return None
+    if not np.isfinite(matrix).all():
+        return NON_FINITE
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    row = int(np.argmax(norms))
+    if norms[row] <= MAX_NORM:
+        return None  # only the sum of the rows' squares overflowed float32
+    return (
+        f"{row_name} {row} has an L2 norm of {norms[row]:.3g}, above the {MAX_NORM:.0e} the store accepts (inner "
+        f"products could pass float32's 3.4e38 and give infinite scores); normalise the {row_name}s"
+    )
+
+
+def first_invalid(matrices: list[np.ndarray]) -> tuple[int, str] | None:
+    """The position of the first matrix :func:`views_problem` finds wrong, and the problem; ``None`` when all are
+    fine. Each matrix costs one sum of squares; only one whose sum is non-finite or large is looked at closer."""
+    for i, m in enumerate(matrices):
+        if squared_norm(m) <= MAX_SQUARED_NORM:
+            continue
+        problem = views_problem(m)
+        if problem is not None:
+            return i, problem
+    return None

@@ -1,0 +1,185 @@
+"""Searching view rows for documents (max over views): the widening FAISS search, the collapse of rows to
+documents, and the exact scoring that finishes what an approximate index leaves short."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from haystack_mvr.document_stores.faiss.faiss_import import faiss
+from haystack_mvr.document_stores.faiss.flat_scan import flat_top_k
+from haystack_mvr.document_stores.faiss.row_book import CHUNK_ROWS
+from haystack_mvr.document_stores.faiss.view_labels import keys_of
+
+SCORED_ROWS = 2048  # reconstructed rows scored at once by best_scores: the memory does not grow with views
+
+RowsOf = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # keys -> (labels, (rows, d) vectors), by key
+
+
+@dataclass
+class SearchOutcome:
+    """What a widening search found: each query's keys, and the queries a depth cap stopped short of ``want``."""
+
+    keys: list[np.ndarray]
+    deeper: list[int] = field(default_factory=list)  # fewer than enough keys: to search again without a cap
+    accepted: set[int] = field(default_factory=set)  # short of want but with enough keys: kept as they are
+
+
+@dataclass
+class IndexSearch:
+    """
+    One widening FAISS search: each query is searched ``depth`` rows deep, then twice as deep while its rows hold
+    fewer than ``want`` documents, until ``limit`` (every row it can return) or ``cap`` (a GPU's).
+
+    :param index: The index searched: the CPU index or its GPU copy.
+    :param params: FAISS search parameters carrying an id selector, or ``None``.
+    :param selectors: The id selectors ``params`` points at, kept alive as long as the search.
+    :param post_filter: Labels to keep from the rows found (a filter FAISS does not apply), or ``None``.
+    :param excluded: Labels to drop from the rows found (tombstones FAISS does not skip), or ``None``.
+    :param flat: ``(rows, labels)`` of a Flat index, scanned by :func:`flat_top_k` instead of FAISS, or ``None``.
+    :param depth: Rows per query of the first search.
+    :param limit: The deepest search that can find more (the index's rows, or the allowed ones under a selector).
+    :param cap: The deepest search allowed, or ``None``.
+    """
+
+    index: faiss.Index
+    params: faiss.SearchParameters | None
+    selectors: tuple[faiss.IDSelector, ...]
+    post_filter: np.ndarray | None
+    excluded: np.ndarray | None
+    flat: tuple[np.ndarray, np.ndarray] | None
+    depth: int
+    limit: int
+    cap: int | None
+
+    def top_labels(self, queries: np.ndarray, k: int) -> np.ndarray:
+        """The ``(n, k)`` labels of each query's best ``k`` rows, best first (``-1``: no row)."""
+        if self.flat is not None:  # a batch over Flat: one sgemm per block of rows beats FAISS's batched path
+            return flat_top_k(queries, k, *self.flat)
+        _, labels = self.index.search(queries, k, params=self.params)
+        return labels
+
+    def run(self, queries: np.ndarray, want: int, enough: int) -> SearchOutcome:
+        """Each query's first ``want`` documents; a query the cap stops short is ``accepted`` with ``enough``."""
+        outcome = SearchOutcome([np.zeros(0, dtype=np.int64)] * len(queries))
+        todo, k = np.arange(len(queries)), self.depth
+        while len(todo) and k > 0:
+            found, counts = collapse(self.top_labels(queries[todo], k), want, self.post_filter, self.excluded)
+            for qi, keys in zip(todo.tolist(), found, strict=True):
+                outcome.keys[qi] = keys
+            short = todo[counts < want].tolist() if k < self.limit else []
+            wider = int(min(self.limit, 2 * k, self.cap or self.limit))
+            if wider == k:  # at the depth cap
+                outcome.deeper.extend(qi for qi in short if len(outcome.keys[qi]) < enough)
+                outcome.accepted.update(qi for qi in short if len(outcome.keys[qi]) >= enough)
+                short = []
+            todo = np.asarray(short, dtype=np.int64)
+            k = wider
+        return outcome
+
+
+def id_selector(allowed_labels: np.ndarray | None, tombstones: np.ndarray) -> tuple[faiss.IDSelector, ...]:
+    """FAISS id selectors, the one to search with last: the allowed labels (tombstones are never allowed), else every
+    label but the tombstones."""
+    if allowed_labels is not None:
+        return (faiss.IDSelectorBatch(allowed_labels),)
+    inner = faiss.IDSelectorBatch(tombstones)
+    return inner, faiss.IDSelectorNot(inner)
+
+
+def first_depth(want: int, rows_per_document: float, hnsw: bool, rows: int, post_filter: np.ndarray | None) -> float:
+    """Rows per query to search first for ``want`` documents of ``rows_per_document`` rows in an index of ``rows``.
+
+    HNSW searches max(efSearch, k) deep, so its first depth is what a raw search would ask (rows for ``want``
+    documents); elsewhere twice that, so fewer queries need a second, wider search. Under a ``post_filter`` only
+    its share of the rows found can be kept.
+    """
+    k = (1 if hnsw else 2) * want * rows_per_document
+    if post_filter is not None:
+        k *= rows / max(1, len(post_filter))
+    return k
+
+
+def collapse(
+    labels: np.ndarray, want: int, post_filter: np.ndarray | None = None, excluded: np.ndarray | None = None
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rows to documents for every query at once: each query's first ``want`` distinct document keys in the order
+    of its ``(n, k)`` row ``labels`` (best first), and how many distinct keys each query found.
+
+    Labels below 0 (FAISS's "no row"), outside ``post_filter`` or in ``excluded`` are skipped. A document's first
+    (best) row is where it ranks; its later rows are duplicates. One stable sort of the whole matrix, no loop over
+    queries.
+    """
+    if len(labels) == 1 and post_filter is None and excluded is None:  # one query: a dict keeps first occurrences
+        row = labels[0]
+        keys = list(dict.fromkeys(keys_of(row[row >= 0]).tolist()))
+        return [np.asarray(keys[:want], dtype=np.int64)], np.array([len(keys)], dtype=np.int64)
+    valid = labels >= 0
+    if post_filter is not None:
+        valid &= np.isin(labels, post_filter)
+    elif excluded is not None:
+        valid &= ~np.isin(labels, excluded)
+    keys = np.where(valid, keys_of(labels), -1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    ordered = np.take_along_axis(keys, order, 1)
+    first = np.ones(ordered.shape, dtype=bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first &= ordered >= 0
+    distinct = np.zeros(keys.shape, dtype=bool)
+    np.put_along_axis(distinct, order, first, 1)
+    rank = np.cumsum(distinct, axis=1)
+    counts = rank[:, -1] if rank.shape[1] else np.zeros(len(keys), dtype=np.int64)
+    taken = distinct & (rank <= want)
+    flat = keys[taken]  # row-major: each query's keys in their order, queries one after the other
+    found = np.split(flat, np.cumsum(np.minimum(counts, want))[:-1]) if len(keys) else []
+    return found, counts
+
+
+def exact_search(
+    queries: np.ndarray, want: int, keys: np.ndarray, views: dict[int, int], rows_of: RowsOf
+) -> list[np.ndarray]:
+    """Score every row of ``keys`` (``views`` rows each, read by ``rows_of``): the best ``want`` keys per query."""
+    counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    best = np.empty((len(queries), len(keys)), dtype=np.float32)
+    step = max(1, CHUNK_ROWS // max(1, int(counts.max())))
+    for lo in range(0, len(keys), step):
+        hi = min(len(keys), lo + step)
+        _, vectors = rows_of(keys[lo:hi])
+        scores = queries @ vectors.T
+        best[:, lo:hi] = np.maximum.reduceat(scores, starts[lo:hi] - starts[lo], axis=1)
+    out = []
+    for row in best:
+        top = np.argpartition(-row, want - 1)[:want] if want < len(row) else np.arange(len(row))
+        out.append(keys[top[np.argsort(-row[top], kind="stable")]])
+    return out
+
+
+def best_scores(
+    query: np.ndarray, keys: np.ndarray, views: dict[int, int], held: dict[int, np.ndarray] | None, rows_of: RowsOf
+) -> np.ndarray:
+    """Each key's max over its rows for one query ``(d,)``: ``held`` rows scored where they lie, else rows read by
+    ``rows_of`` (reconstructed) ``SCORED_ROWS`` at a time.
+
+    So the memory this takes does not grow with the views per document (a re-ranking pool of 56 documents of 800
+    views at d=384 copied 69 MB per query when it gathered their rows first).
+    """
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.float32)
+    if held is not None:
+        return np.fromiter((np.max(held[int(k)] @ query) for k in keys), dtype=np.float32, count=len(keys))
+    counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
+    out = np.empty(len(keys), dtype=np.float32)
+    lo = 0
+    while lo < len(keys):
+        hi, rows = lo + 1, int(counts[lo])
+        while hi < len(keys) and rows + counts[hi] <= SCORED_ROWS:
+            rows += int(counts[hi])
+            hi += 1
+        _, vectors = rows_of(keys[lo:hi])
+        starts = np.concatenate([[0], np.cumsum(counts[lo:hi])[:-1]]).astype(np.int64)
+        out[lo:hi] = np.maximum.reduceat(vectors @ query, starts)
+        lo = hi
+    return out
