@@ -280,7 +280,8 @@ def main() -> None:
             metrics = run.metrics()
             row["context_tokens"] = metrics.pop("context_tokens")
             row["context_has_answer"] = metrics.pop("context_has_answer")
-            row["readers"][reader_name] = metrics
+            # each question's top answer (payload["question_ids"] order): paired comparisons, subsets
+            row["readers"][reader_name] = {**metrics, "predictions": run.predictions}
             print(
                 f"{name} / {context} / {reader_name}: {json.dumps({k: round(v, 4) for k, v in metrics.items()})}",
                 flush=True,
@@ -291,6 +292,7 @@ def main() -> None:
         "tier": "squad-mv",
         "questions": len(questions),
         "dev_questions": dev_total,
+        "question_ids": [q.id for q in questions],
         "question_sample": "random.Random(0).sample of the dev split (haystack_mvr.datasets.DEV_ARTICLES)",
         "top_k": args.top_k,
         "machine": machine_label(),
