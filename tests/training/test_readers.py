@@ -122,6 +122,25 @@ def test_fid_optimizer_gives_the_fresh_layers_their_own_learning_rate(tiny_backb
     assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
 
 
+def test_bert2bert_cross_attention_can_start_from_self_attention(tiny_backbone):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    torch.manual_seed(0)
+    copied = bert2bert(str(tiny_backbone), tokenizer, cross_attention_init="self_attention")
+    layers = [m for m in copied.decoder.modules() if hasattr(m, "crossattention")]
+    assert layers
+    for layer in layers:
+        for name, value in layer.attention.state_dict().items():
+            torch.testing.assert_close(layer.crossattention.state_dict()[name], value)
+    torch.manual_seed(0)
+    fresh = bert2bert(str(tiny_backbone), tokenizer)
+    first = next(m for m in fresh.decoder.modules() if hasattr(m, "crossattention"))
+    assert not torch.equal(first.crossattention.self.query.weight, first.attention.self.query.weight)
+    with pytest.raises(ValueError, match="cross_attention_init"):
+        bert2bert(str(tiny_backbone), tokenizer, cross_attention_init="copy")
+    with pytest.raises(ValueError, match="cross_attention_init"):
+        ReaderTrainingArguments(kind="fid", model="m", output_dir="o", cross_attention_init="copy")
+
+
 def test_fid_collator_shapes_and_labels():
     tokenizer = minilm_tokenizer()
     collator = FusionInDecoderCollator(tokenizer, num_passages=3, max_length=16, max_answer_length=4)

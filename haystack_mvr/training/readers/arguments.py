@@ -10,6 +10,7 @@ from typing import Any, get_type_hints
 __all__ = ["ReaderTrainingArguments"]
 
 KINDS = ("extractive", "fid")
+CROSS_ATTENTION_INITS = ("random", "self_attention")
 _CONVERTERS: dict[Any, Any] = {
     Path: Path,
     Path | None: Path,
@@ -49,6 +50,13 @@ class ReaderTrainingArguments:
             "--max-length rarely drops the answer (about 450 characters for 128 tokens). Default: whole paragraphs."
         },
     )
+    cross_attention_init: str = field(
+        default="random",
+        metadata={
+            "help": "fid: random (the bert2bert recipe) or self_attention (each decoder layer's cross-attention "
+            "starts as a copy of that layer's pretrained self-attention)."
+        },
+    )
     fresh_learning_rate: float | None = field(
         default=None,
         metadata={
@@ -82,6 +90,11 @@ class ReaderTrainingArguments:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 msg = f"{name} must be a positive integer, got {getattr(self, name)!r}."
                 raise ValueError(msg)
+        if self.cross_attention_init not in CROSS_ATTENTION_INITS:
+            msg = (
+                f"cross_attention_init must be one of {list(CROSS_ATTENTION_INITS)}, got {self.cross_attention_init!r}."
+            )
+            raise ValueError(msg)
         if self.kind == "extractive" and not 0 <= self.stride < self.max_length // 2:
             msg = f"stride must be in [0, max_length / 2), got {self.stride} for max_length {self.max_length}."
             raise ValueError(msg)
@@ -102,6 +115,8 @@ class ReaderTrainingArguments:
             options: dict[str, Any] = {"type": convert, "help": f.metadata.get("help")}
             if f.name == "kind":
                 options["choices"] = KINDS
+            if f.name == "cross_attention_init":
+                options["choices"] = CROSS_ATTENTION_INITS
             if required:
                 options["required"] = True
             else:

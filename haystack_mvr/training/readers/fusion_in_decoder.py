@@ -189,13 +189,23 @@ class FusionInDecoderTrainer(Trainer):
         return (outputs.loss, outputs) if return_outputs else outputs.loss
 
 
-def bert2bert(backbone: str, tokenizer: PreTrainedTokenizerBase) -> EncoderDecoderModel:
+def bert2bert(
+    backbone: str, tokenizer: PreTrainedTokenizerBase, cross_attention_init: str = "random"
+) -> EncoderDecoderModel:
     """
     An ``EncoderDecoderModel`` warm-started from ``backbone`` on both sides, its special tokens set for generation.
 
     ``[CLS]`` starts the decoder, ``[SEP]`` ends the answer, ``[PAD]`` pads (the BERT recipe of Rothe et al. 2020).
+    The decoder's cross-attention layers are new: random (``cross_attention_init="random"``, the recipe) or copies of
+    the same layer's pretrained self-attention (``"self_attention"``: queries and keys start in the backbone's space).
     """
     model = EncoderDecoderModel.from_encoder_decoder_pretrained(backbone, backbone)
+    if cross_attention_init == "self_attention":
+        for layer in _decoder_layers(model):
+            layer.crossattention.load_state_dict(layer.attention.state_dict())
+    elif cross_attention_init != "random":
+        msg = f"cross_attention_init must be 'random' or 'self_attention', got {cross_attention_init!r}."
+        raise ValueError(msg)
     start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
     eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     for config in (model.config, model.generation_config):
@@ -204,6 +214,11 @@ def bert2bert(backbone: str, tokenizer: PreTrainedTokenizerBase) -> EncoderDecod
         config.eos_token_id = eos
         config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def _decoder_layers(model: EncoderDecoderModel) -> list[Any]:
+    """The decoder's transformer layers that carry a ``crossattention`` (BERT-like decoders)."""
+    return [m for m in model.decoder.modules() if hasattr(m, "crossattention") and hasattr(m, "attention")]
 
 
 def fresh_parameter_names(model: EncoderDecoderModel) -> set[str]:
@@ -255,7 +270,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     set_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = bert2bert(args.model, tokenizer)
+    model = bert2bert(args.model, tokenizer, args.cross_attention_init)
 
     questions, passages = training_questions(args.data_dir, args.limit)
     retrieved = read_retrieved(args.retrieved_file) if args.retrieved_file else None
@@ -285,6 +300,7 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         "num_passages": args.num_passages,
         "retrieved_file": str(args.retrieved_file) if args.retrieved_file else None,
         "answer_window": args.answer_window,
+        "cross_attention_init": args.cross_attention_init,
         "fresh_learning_rate": args.fresh_learning_rate,
     }
     return train_and_save(trainer, tokenizer, args, budget, details)
