@@ -26,7 +26,8 @@ to move an index to another store, read it with a store's ``export_documents`` (
 views and encoder as above, made by :func:`exported_document`) or copy it with
 ``haystack_mvr.document_stores.copy_documents``.
 
-Every retrieved document, from every store, carries the same keys (set by :func:`annotate_match`):
+Every retrieved document, from every store, carries the same keys (set by :func:`annotate_match`, or by
+:func:`annotated_copy` for a store that has scored the views and copied the ``meta`` itself):
 
 - ``meta["mvr_matched_view"]``: the view (``int``) whose score is the document's ``score``;
 - ``meta["mvr_matched_scope"]``: ``"snippet"`` when that view is a snippet's, ``"document"`` when it covers the
@@ -107,6 +108,11 @@ class FirstView(list):
     It remembers which :class:`PackedViews` it came from, so a store can tell in O(1) that the embedding repeats
     view 0 (and need not keep it) instead of comparing ``d`` floats per document. Any in-place change forgets it.
     Copies keep it; pickling gives a plain list.
+
+    Its ``d`` floats are small Python objects, whose memory Python returns to the system only in whole 1 MiB arenas:
+    a store must not keep an object the caller made between them (an id made in the same loop), or those arenas
+    stay resident after the documents are dropped. The FAISS store keeps its own copies of what it keeps
+    (``benchmarks/results/store_memory_embedded.md``).
     """
 
     __slots__ = ("views",)
@@ -333,7 +339,8 @@ def annotate_match(
     """
     A copy of a retrieved ``document`` scored by its best view and annotated with the matched-view keys.
 
-    Shared by every store so that all backends score and annotate alike.
+    Shared by every store so that all backends score and annotate alike (a store that has already copied the
+    document's ``meta``, or scored its views, calls :func:`annotated_copy` instead and so copies once).
 
     :param document: The stored document (its ``meta`` may hold ``mvr_view_spans``, never ``mvr_views``).
     :param views: ``(k, d)`` views the store holds for it (a lossy index's reconstruction is fine).
@@ -342,22 +349,64 @@ def annotate_match(
         document has no ``embedding`` of its own); otherwise both are left out.
     :returns: The copy with ``score = max_i <query, views_i>`` and the keys described in this module.
     """
-    scores = np.asarray(views, dtype=np.float32) @ np.asarray(query, dtype=np.float32)
-    best = int(np.argmax(scores))
+    scores = (np.asarray(views, dtype=np.float32) @ np.asarray(query, dtype=np.float32)).tolist()
     meta = {k: v for k, v in document.meta.items() if k != VIEWS_KEY}
+    return annotated_copy(document, meta, scores, views, return_embedding=return_embedding)
+
+
+def annotated_copy(
+    document: Document,
+    meta: dict[str, Any],
+    scores: list[float],
+    views: np.ndarray | None = None,
+    *,
+    return_embedding: bool = False,
+) -> Document:
+    """
+    :func:`annotate_match` for a caller that has scored the views already and made the copy's ``meta`` itself.
+
+    :param document: The stored document; only read (its ``id``, ``content`` and other fields are shared by the
+        copy, as ``dataclasses.replace`` shares them).
+    :param meta: The copy's ``meta``, a new dict the caller owns (without ``mvr_views``): the matched-view keys are
+        set in it and it becomes the returned document's ``meta``.
+    :param scores: ``<query, views_i>`` of each view, as Python floats (the float32 products).
+    :param views: The ``(k, d)`` views, needed only with ``return_embedding``.
+    :param return_embedding: As in :func:`annotate_match` (``embedding``: a copy of the document's own, else view 0).
+    :returns: The annotated copy: ``score`` is the best view's, exactly as :func:`annotate_match` gives it.
+    """
+    count = len(scores)
+    best = scores.index(max(scores))  # the first best, as np.argmax
     spans = meta.get(SPANS_KEY)
-    snippet_views = [i for i, s in enumerate(spans or []) if s is not None and i < len(scores)]
-    best_snippet = max(snippet_views, key=lambda i: scores[i]) if snippet_views else None
-    if best_snippet is not None and scores[best_snippet] >= scores[best]:
-        best = best_snippet  # a tie between a snippet and the whole document is reported as the snippet
-    span = None if best_snippet is None else [int(spans[best_snippet][0]), int(spans[best_snippet][1])]
+    best_snippet = None
+    if spans:
+        for i, s in enumerate(spans[:count]):
+            if s is not None and (best_snippet is None or scores[i] > scores[best_snippet]):
+                best_snippet = i
+    span = None
+    if best_snippet is not None:
+        if scores[best_snippet] >= scores[best]:
+            best = best_snippet  # a tie between a snippet and the whole document is reported as the snippet
+        span = [int(spans[best_snippet][0]), int(spans[best_snippet][1])]
     meta[MATCHED_VIEW_KEY] = best
     meta[MATCHED_SCOPE_KEY] = "snippet" if best == best_snippet else "document"
     meta[MATCHED_SPAN_KEY] = span
-    meta[MATCHED_TEXT_KEY] = snippet_text(document.content, None if span is None else (span[0], span[1]))
+    meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
     embedding = None
     if return_embedding:
         matrix = np.asarray(views, dtype=np.float32)
         meta[VIEWS_KEY] = PackedViews(matrix)
-        embedding = document.embedding if document.embedding is not None else matrix[0].tolist()
-    return dataclasses.replace(document, meta=meta, score=float(scores[best]), embedding=embedding)
+        embedding = list(document.embedding) if document.embedding is not None else matrix[0].tolist()
+    return _replaced(document, meta, float(scores[best]), embedding)
+
+
+def _replaced(document: Document, meta: dict[str, Any], score: float, embedding: list[float] | None) -> Document:
+    """``dataclasses.replace(document, meta=meta, score=score, embedding=embedding)`` for a plain ``Document``
+    without re-running its ``__init__`` and Haystack's field tracking (a fifth of the cost): a copy of the instance
+    dict with the three fields set. Subclasses go through ``dataclasses.replace``."""
+    if type(document) is not Document:
+        return dataclasses.replace(document, meta=meta, score=score, embedding=embedding)
+    out = object.__new__(Document)
+    fields = out.__dict__
+    fields.update(document.__dict__)
+    fields["meta"], fields["score"], fields["embedding"] = meta, score, embedding
+    return out

@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 import json
 import pickle
 
@@ -7,9 +8,15 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.views import (
+    MATCHED_SCOPE_KEY,
+    MATCHED_SPAN_KEY,
+    MATCHED_TEXT_KEY,
+    MATCHED_VIEW_KEY,
     SPANS_KEY,
     VIEWS_KEY,
     PackedViews,
+    annotate_match,
+    annotated_copy,
     attach_views,
     document_views,
     embedding_repeats_first_view,
@@ -120,3 +127,40 @@ def test_the_attached_embedding_is_known_to_repeat_view_zero_until_changed():
     changed = attach_views(Document(id="b", content="x"), views).embedding
     changed.append(9.0)
     assert changed.views is None and not embedding_repeats_first_view(changed, packed, views)
+
+
+def test_annotate_match_scores_by_the_best_view_and_prefers_a_snippet_on_a_tie():
+    stored = Document(id="a", content="First part. Second part.", meta={SPANS_KEY: [None, [0, 11], [12, 24]], "x": 1})
+    views = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    hit = annotate_match(stored, views, np.array([1.0, 0.0]))
+    assert hit.score == 1.0 and hit.meta[MATCHED_VIEW_KEY] == 1 and hit.meta[MATCHED_SCOPE_KEY] == "snippet"
+    assert hit.meta[MATCHED_SPAN_KEY] == [0, 11] and hit.meta[MATCHED_TEXT_KEY] == "First part."
+    hit = annotate_match(stored, views * np.array([[2.0], [1.0], [1.0]], dtype=np.float32), np.array([1.0, 0.5]))
+    assert hit.score == 2.0 and hit.meta[MATCHED_VIEW_KEY] == 0 and hit.meta[MATCHED_SCOPE_KEY] == "document"
+    assert hit.meta[MATCHED_SPAN_KEY] == [0, 11]  # the best snippet still shows
+    assert stored.meta == {SPANS_KEY: [None, [0, 11], [12, 24]], "x": 1} and stored.score is None
+    assert hit.embedding is None and VIEWS_KEY not in hit.meta and hit.id == "a" and type(hit) is Document
+
+
+def test_annotated_copy_is_annotate_match_with_the_callers_scores_and_meta():
+    stored = Document(id="a", content="First part. Second part.", meta={SPANS_KEY: [[0, 11], [12, 24]]})
+    views = np.array([[0.6, 0.8], [0.0, 1.0]], dtype=np.float32)
+    query = np.array([0.3, 0.7], dtype=np.float32)
+    for return_embedding in (False, True):
+        expected = annotate_match(stored, views, query, return_embedding=return_embedding)
+        got = annotated_copy(
+            stored, dict(stored.meta), (views @ query).tolist(), views, return_embedding=return_embedding
+        )
+        assert got == expected and got.to_dict() == expected.to_dict()
+        assert Document.from_dict(got.to_dict()) == got
+    assert expected.embedding == views[0].tolist() and document_views(expected).tolist() == views.tolist()
+
+
+@pytest.mark.filterwarnings("ignore:Mutating attribute")  # Haystack's own __post_init__ on a subclass
+def test_annotate_match_keeps_a_document_subclass():
+    @dataclasses.dataclass
+    class Page(Document):
+        pass
+
+    hit = annotate_match(Page(id="p", content="c"), np.array([[1.0, 0.0]]), np.array([0.5, 0.0]))
+    assert type(hit) is Page and hit.score == 0.5 and hit.meta[MATCHED_SCOPE_KEY] == "document"

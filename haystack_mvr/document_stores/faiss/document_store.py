@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import itertools
 import logging
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -46,7 +47,7 @@ from haystack_mvr.views import (
     SPANS_KEY,
     VIEWS_KEY,
     PackedViews,
-    annotate_match,
+    annotated_copy,
     embedding_repeats_first_view,
     exported_document,
     extract_views,
@@ -418,8 +419,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         Exactly ``min(top_k, matching documents with vectors)`` unique documents: the FAISS search widens until
         enough are found or the whole index was searched; a filter matching few rows is scored exactly, others
         search FAISS restricted to the matching rows (an id selector, or filtering afterwards where the index has
-        none). Every returned document is re-scored by :func:`haystack_mvr.views.annotate_match` over its held
-        views and the list re-sorted by that score.
+        none). Every returned document is re-scored over its held views as :func:`haystack_mvr.views.annotate_match`
+        scores them (one copy of each document, annotated once) and the list re-sorted by that score.
 
         :param query_embedding: The query vector ``(d,)``.
         :param top_k: How many documents.
@@ -479,22 +480,34 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 if len(keys) > top_k:
                     scores = views.best_scores(query, keys)
                     keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
-                docs = [
-                    self._result(int(k), rows, query, return_embedding)
-                    for k, rows in zip(keys, views.views_of_keys(keys), strict=True)
-                ]
+                docs = self._results(views, keys, query, return_embedding)
                 docs.sort(key=lambda d: -d.score)  # stable: FAISS order among equal scores
                 results.append(docs)
             return results
 
-    def _result(self, key: int, rows: np.ndarray, query: np.ndarray, return_embedding: bool) -> Document:
-        doc = self._documents[self._id_of[key]]
-        return annotate_match(self._copy(doc), rows, query, return_embedding=return_embedding)
+    def _results(self, views: ViewIndex, keys: np.ndarray, query: np.ndarray, return_embedding: bool) -> list[Document]:
+        """The documents of ``keys`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it, each
+        copied once: their rows gathered and scored in one product, each meta copied (nested values too, so callers
+        cannot change the store) straight into the annotated result."""
+        if len(keys) == 0:
+            return []
+        key_list = keys.tolist()
+        _, rows = views.rows_of(keys)  # grouped by key, in the order of keys
+        scores = (rows @ query).tolist()
+        documents, id_of = self._documents, self._id_of
+        out = []
+        end = 0
+        for key in key_list:
+            start, end = end, end + views.count(key)
+            doc = documents[id_of[key]]
+            meta = _meta_copy(doc.meta)
+            out.append(annotated_copy(doc, meta, scores[start:end], rows[start:end], return_embedding=return_embedding))
+        return out
 
     @staticmethod
     def _copy(doc: Document) -> Document:
         """A copy whose nested meta values (lists, dicts ...) are copied too: callers cannot change the store."""
-        meta = {k: v if isinstance(v, _SCALARS) else copy.deepcopy(v) for k, v in doc.meta.items()}
+        meta = _meta_copy(doc.meta)
         return _stored_copy(doc, meta, None if doc.embedding is None else list(doc.embedding), score=doc.score)
 
     def _with_embedding(self, doc: Document) -> Document:
@@ -628,8 +641,12 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     embedding = None
             meta = _json_meta(doc_meta, f"Document {doc.id!r}")  # a copy: nested values are the store's own
             if spans is not None:
-                meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
-            prepared.append((_stored_copy(doc, meta, None if embedding is None else list(embedding)), views))
+                # new span ends (+ 0: a new int above 256, see _own); the lists are new anyway
+                meta[SPANS_KEY] = [None if s is None else [s[0] + 0, s[1] + 0] for s in spans]
+            stored = _stored_copy(doc, meta, None if embedding is None else list(embedding))
+            fields = stored.__dict__  # the id and a short content allocated now, not where the caller made them
+            fields["id"], fields["content"] = _own(doc.id), _own(doc.content)
+            prepared.append((stored, views))
         return prepared, encoder
 
     def _view_index(self, dim: int) -> ViewIndex:
@@ -706,6 +723,31 @@ def _stored_copy(
     return stored
 
 
+def _meta_copy(meta: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a stored ``meta`` whose nested values are copied too (callers cannot change the store through it)."""
+    if not meta:
+        return {}
+    out = meta.copy()
+    for key, value in meta.items():
+        if type(value) not in _PLAIN:
+            if key == SPANS_KEY and type(value) is list:  # as _prepare stores them: None or [start, end] ints
+                out[key] = [s if s is None else s[:] for s in value]
+            else:
+                out[key] = _copy_json(value)
+    return out
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a stored meta value (JSON types only, as :func:`_json_meta` made it), several times faster than
+    ``copy.deepcopy``; anything else (never stored) still goes through ``deepcopy``."""
+    kind = type(value)
+    if kind is list:
+        return [x if type(x) in _PLAIN else _copy_json(x) for x in value]
+    if kind is dict:
+        return {k: x if type(x) in _PLAIN else _copy_json(x) for k, x in value.items()}
+    return value if kind in _PLAIN else copy.deepcopy(value)
+
+
 def _invalid_views(doc: Document, problem: str) -> ValueError:
     return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
 
@@ -751,8 +793,27 @@ def _json_meta(meta: dict[str, Any], where: str) -> dict[str, Any]:
             continue
         if type(key) is not str:
             raise _not_json(where, f"its meta has the key {key!r} ({type(key).__name__})")
-        out[key] = value if type(value) in _PLAIN else _json_value(value, where, key)
+        out[key] = _own(value) if type(value) in _PLAIN else _json_value(value, where, key)
     return out
+
+
+def _own(value: Any) -> Any:
+    """A new object equal to ``value`` when it is a small ``str``, ``int`` or ``float`` (anything else as it is).
+
+    What the store keeps of a written document (its id, a short content, its top-level meta scalars, span ends) is
+    allocated by the write instead of shared with the caller's document. Python's small-object allocator returns
+    memory to the system only in whole 1 MiB arenas: a kept id made in the caller's loop beside that document's
+    temporaries (view 0 as 384 Python floats, ``FirstView``) would keep the whole arena of those temporaries resident
+    after the caller drops them (``benchmarks/results/store_memory_embedded.md``). Larger strings (over 512 bytes,
+    not in those arenas) are shared as before."""
+    kind = type(value)
+    if kind is str:
+        return value[:1] + value[1:] if len(value) > 1 and sys.getsizeof(value) <= 512 else value
+    if kind is int:
+        return value if -5 <= value <= 256 else value + 0  # -5..256 are shared, preallocated objects
+    if kind is float:
+        return value * 1.0
+    return value
 
 
 __all__ = ["FaissMultiViewDocumentStore"]
