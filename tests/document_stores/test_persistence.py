@@ -243,3 +243,52 @@ def test_files_that_disagree_are_refused_naming_the_file(tmp_path, change, file)
     _resave(tmp_path / "s", change)
     with pytest.raises(DocumentStoreError, match=file.replace(".", r"\.")):
         FaissMultiViewDocumentStore().load(tmp_path / "s")
+
+
+def test_a_flipped_byte_anywhere_in_a_large_index_is_refused(tmp_path, monkeypatch):
+    """index.faiss is verified block by block as FAISS reads it: a flipped byte in any block (the first, one in the
+    middle, the last) is refused, and no load, good or refused, leaves a file open."""
+    import os
+
+    monkeypatch.setattr(versioned_directory, "BLOCK", 4096)  # the index spans many blocks
+    store = make_store(n=200, dim=32)
+    store.save(tmp_path / "s")
+    monkeypatch.setattr(versioned_directory, "BLOCK", 4 << 20)  # readers follow the manifest's block size
+    folder = next((tmp_path / "s").glob("v-*"))
+    fds = len(os.listdir("/proc/self/fd"))
+    loaded = FaissMultiViewDocumentStore()
+    loaded.load(tmp_path / "s")
+    assert results(loaded, np.ones(32)) == results(store, np.ones(32))
+    index_file = folder / "index.faiss"
+    data = index_file.read_bytes()
+    assert len(data) > 10 * 4096
+    for position in (30, len(data) // 2, len(data) // 2 + 4096, len(data) - 2):
+        damaged = bytearray(data)
+        damaged[position] ^= 0x40
+        index_file.write_bytes(damaged)
+        with pytest.raises(DocumentStoreError, match=r"index\.faiss is damaged: it does not match its checksum"):
+            FaissMultiViewDocumentStore().load(tmp_path / "s")
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.parametrize(
+    ("values", "file"),
+    [
+        (lambda k: k[::-1], "index.faiss"),  # distinct keys out of order pass the keys check (not the labels')
+        (lambda k: np.concatenate([k[:1], k[:-1]]), "keys.npy"),  # ascending, the first key twice
+        (lambda k: np.concatenate([k[1:], k[-1:]]), "keys.npy"),  # ascending, the last key twice
+        (lambda k: np.concatenate([k[::-1][:-1], k[-1:]]), "keys.npy"),  # out of order, the last key twice
+        (lambda k: k - k[0] - 1, "keys.npy"),  # a negative key
+        (lambda k: k + (1 << 50), "keys.npy"),  # a key too large
+    ],
+)
+def test_repeated_or_invalid_keys_are_refused_in_any_order(tmp_path, values, file):
+    """keys.npy is checked without np.unique: ascending keys in one comparison pass, other orders sorted first."""
+    make_store().save(tmp_path / "s")
+
+    def change(files, meta):
+        files["keys.npy"] = np.asarray(values(files["keys.npy"]), dtype=np.int64)
+
+    _resave(tmp_path / "s", change)
+    with pytest.raises(DocumentStoreError, match=file.replace(".", r"\.")):
+        FaissMultiViewDocumentStore().load(tmp_path / "s")

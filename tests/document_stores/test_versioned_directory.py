@@ -538,6 +538,38 @@ def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
         v.read_faiss_index("index.faiss", faiss.IO_FLAG_MMAP_IFC)
 
 
+def test_streamed_index_verifies_bytes_faiss_does_not_need_and_closes_the_file(tmp_path, monkeypatch):
+    """``read_faiss_index`` hands FAISS verified blocks: blocks after the index are still verified (damage there
+    is refused too), FAISS failing on verified bytes is named as such, and no way out leaves a file open."""
+    monkeypatch.setattr(vd, "BLOCK", 4096)
+    big = np.random.default_rng(3).standard_normal((300, 64)).astype(np.float32)
+    index = faiss.IndexFlatL2(64)
+    index.add(big)
+    payload = faiss.serialize_index(index).tobytes()
+    junk = bytes(range(256)) * 16 * 40  # 40 blocks FAISS never reads, or cannot parse
+
+    def write(w):
+        w.write_bytes("trailing.faiss", payload + junk)
+        w.write_bytes("junk.faiss", junk)
+
+    version = save_version(tmp_path, write, {})
+    fds = _open_fds()
+    with open_version(tmp_path) as v:
+        np.testing.assert_array_equal(v.read_faiss_index("trailing.faiss").reconstruct_n(0, 300), big)
+        with pytest.raises(DocumentStoreError, match="FAISS could not read"):
+            v.read_faiss_index("junk.faiss")
+    assert _open_fds() == fds
+    file = tmp_path / version / "trailing.faiss"
+    data = bytearray(file.read_bytes())
+    for position in (len(payload) + 5 * 4096, len(data) - 1):  # damage where FAISS has finished reading
+        damaged = bytearray(data)
+        damaged[position] ^= 0x08
+        file.write_bytes(damaged)
+        with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
+            v.read_faiss_index("trailing.faiss")
+    assert _open_fds() == fds
+
+
 # ------------------------------------------------------------------- nothing happens at import: fcntl, fork hooks
 
 _SPY = (

@@ -179,15 +179,18 @@ def load_into(target: LoadTarget, path: Path) -> None:
         _check_compatible(target, meta, where)
         saved = _saved_settings(meta, where)
         documents = _read_documents(version.read_bytes("documents.jsonl"), where)
+        ids = [d.id for d in documents]
+        by_id = dict(zip(ids, documents, strict=True))
         keys = version.read_array("keys.npy")
         counts = version.read_array("view_counts.npy")
         held = version.read_array("held.npy")
         tombstones = version.read_array("tombstones.npy")
         index = version.read_faiss_index("index.faiss") if meta["trained"] else None
-        views = _check_and_build(target, meta, saved, where, documents, keys, counts, held, tombstones, index)
-        ids = [d.id for d in documents]
+        views = _check_and_build(
+            target, meta, saved, where, documents, len(by_id), keys, counts, held, tombstones, index
+        )
         target.state = StoreState(
-            documents=dict(zip(ids, documents, strict=True)),
+            documents=by_id,
             keys=dict(zip(ids, keys.tolist(), strict=True)),
             views=views,
             embedding_dim=meta["embedding_dim"],
@@ -350,6 +353,7 @@ def _check_and_build(
     saved: dict[str, Any],
     where: str,
     documents: list[Document],
+    unique_ids: int,
     keys: np.ndarray,
     counts: np.ndarray,
     held: np.ndarray,
@@ -359,11 +363,12 @@ def _check_and_build(
     n = meta["documents"]
     if len(documents) != n:
         raise _corrupt(where, "documents.jsonl", f"has {len(documents)} documents, the manifest {n}")
-    if len({d.id for d in documents}) != n:
+    if unique_ids != n:
         raise _corrupt(where, "documents.jsonl", "repeats a document id")
     if keys.dtype != np.int64 or keys.shape != (n,):
         raise _corrupt(where, "keys.npy", f"has shape {keys.shape}, expected ({n},) int64")
-    if len(np.unique(keys)) != n or (n and keys.min() < 0) or (n and keys.max() >= 1 << 50):
+    ordered = _sorted(keys)  # keys are saved in write order, usually ascending: then no sort (np.unique hashes)
+    if n and (not _ascending(ordered) or ordered[0] < 0 or ordered[-1] >= 1 << 50):
         raise _corrupt(where, "keys.npy", "repeats a key or holds an invalid one")
     if counts.dtype != np.int32 or counts.shape != (n,) or (n and (counts.min() < 0 or counts.max() > MAX_VIEWS)):
         raise _corrupt(where, "view_counts.npy", f"does not hold one view count (0..{MAX_VIEWS}) per document")
@@ -422,6 +427,11 @@ def _check_and_build(
     return views
 
 
+def _ascending(values: np.ndarray) -> bool:
+    """Strictly ascending (sorted without repeats)."""
+    return len(values) < 2 or bool((values[1:] > values[:-1]).all())
+
+
 def _sorted(labels: np.ndarray) -> np.ndarray:
     """``labels`` sorted; one comparison pass when they already are (rows written in key order, the usual case)."""
-    return labels if len(labels) < 2 or bool((labels[1:] > labels[:-1]).all()) else np.sort(labels)
+    return labels if _ascending(labels) else np.sort(labels)
