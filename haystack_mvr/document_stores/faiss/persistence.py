@@ -262,11 +262,14 @@ def _json_default(value: Any) -> Any:
     raise TypeError(msg)
 
 
+_DOCUMENT_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(..., default=) builds one per call
+
+
 def _document_json(doc: Document) -> str:
     """One line of documents.jsonl. ``write_documents`` already refused meta that JSON cannot hold; anything else
     that cannot be written names the document (the save is abandoned, the previous copy stays current)."""
     try:
-        return json.dumps(_document_dict(doc), default=_json_default)
+        return _DOCUMENT_ENCODER.encode(_document_dict(doc))
     except (TypeError, ValueError, RecursionError) as e:
         msg = f"Document {doc.id!r} cannot be saved: {e}."
         raise DocumentStoreError(msg) from e
