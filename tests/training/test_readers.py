@@ -259,6 +259,23 @@ def test_fid_reader_trains_from_one_command_and_answers_in_haystack(tiny_backbon
 
 
 @needs_data
+def test_fid_reader_trains_further_from_a_saved_reader(tiny_backbone, tmp_path):
+    """--model may name a saved FiD reader: its weights are loaded (not a fresh bert2bert) and trained on."""
+    common = dict(kind="fid", data_dir=SQUAD_MV, limit=2, max_steps=1, batch_size=2, max_length=32, threads=1)
+    train_fid_reader(ReaderTrainingArguments(model=str(tiny_backbone), output_dir=tmp_path / "first", **common))
+    summary = train_fid_reader(
+        ReaderTrainingArguments(
+            model=str(tmp_path / "first"), output_dir=tmp_path / "second", learning_rate=1e-12, **common
+        )
+    )
+    assert summary["steps"] == 1
+    first = EncoderDecoderModel.from_pretrained(tmp_path / "first").state_dict()
+    second = EncoderDecoderModel.from_pretrained(tmp_path / "second").state_dict()
+    name = next(n for n in first if ".crossattention.self.query.weight" in n)  # random in a fresh bert2bert
+    torch.testing.assert_close(second[name], first[name], atol=1e-6, rtol=0)
+
+
+@needs_data
 def test_fid_reader_learns_an_answer(tiny_backbone, tmp_path):
     """Overfit one question through the Trainer: the FiD reader must then generate its answer exactly."""
     args = ReaderTrainingArguments(

@@ -26,7 +26,12 @@ class ReaderTrainingArguments:
     """What ``train_extractive_reader`` and ``train_fid_reader`` need; every field is a ``--flag``."""
 
     kind: str = field(metadata={"help": "extractive: a span head (TransformersExtractiveReader); fid: bert2bert FiD."})
-    model: str = field(metadata={"help": "Backbone folder or name (a BERT-like encoder, e.g. all-MiniLM-L6-v2)."})
+    model: str = field(
+        metadata={
+            "help": "Backbone folder or name (a BERT-like encoder, e.g. all-MiniLM-L6-v2); fid: or a saved FiD "
+            "reader folder, trained further (--cross-attention-init is then ignored)."
+        }
+    )
     output_dir: Path = field(metadata={"help": "Where the checkpoint is written (keep it out of git)."})
     data_dir: Path = field(
         default=Path("../shared/data/squad-mv"), metadata={"help": "squad-mv folder: corpus.jsonl, train.jsonl."}

@@ -216,6 +216,15 @@ def bert2bert(
     return model
 
 
+def _is_encoder_decoder(model: str) -> bool:
+    """Whether ``model`` is a folder holding a saved ``EncoderDecoderModel`` (e.g. an earlier FiD reader)."""
+    config = Path(model) / "config.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "encoder-decoder"
+    except (OSError, ValueError):
+        return False
+
+
 def _decoder_layers(model: EncoderDecoderModel) -> list[Any]:
     """The decoder's transformer layers that carry a ``crossattention`` (BERT-like decoders)."""
     return [m for m in model.decoder.modules() if hasattr(m, "crossattention") and hasattr(m, "attention")]
@@ -270,7 +279,10 @@ def train_fid_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     set_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = bert2bert(args.model, tokenizer, args.cross_attention_init)
+    if _is_encoder_decoder(args.model):  # a saved FiD reader: train it further
+        model = EncoderDecoderModel.from_pretrained(args.model)
+    else:
+        model = bert2bert(args.model, tokenizer, args.cross_attention_init)
 
     questions, passages = training_questions(args.data_dir, args.limit)
     retrieved = read_retrieved(args.retrieved_file) if args.retrieved_file else None
