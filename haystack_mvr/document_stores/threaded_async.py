@@ -5,16 +5,27 @@ can serve natively (the Qdrant store's server-mode search uses ``AsyncQdrantClie
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from haystack import Document
+from haystack.document_stores.types import DuplicatePolicy
 
 
 class ThreadedAsyncMethods:
-    """Haystack's async store methods, each the sync method run in a worker thread."""
+    """Haystack's async store methods and the multi-view `search_async` / `search_batch_async`, each the sync method
+    run in a worker thread."""
 
     async def count_documents_async(self) -> int:
         return await asyncio.to_thread(self.count_documents)
+
+    async def write_documents_async(
+        self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
+    ) -> int:
+        return await asyncio.to_thread(self.write_documents, documents, policy)
+
+    async def delete_all_documents_async(self) -> None:
+        await asyncio.to_thread(self.delete_all_documents)
 
     async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
         return await asyncio.to_thread(self.filter_documents, filters)
@@ -53,6 +64,24 @@ class ThreadedAsyncMethods:
         return await asyncio.to_thread(
             self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
         )
+
+    async def search_async(
+        self,
+        query_embedding: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.search, query_embedding, top_k, filters, return_embedding)
+
+    async def search_batch_async(
+        self,
+        query_embeddings: Any,
+        top_k: int = 10,
+        filters: dict[str, Any] | None = None,
+        return_embedding: bool = False,
+    ) -> list[list[Document]]:
+        return await asyncio.to_thread(self.search_batch, query_embeddings, top_k, filters, return_embedding)
 
 
 __all__ = ["ThreadedAsyncMethods"]

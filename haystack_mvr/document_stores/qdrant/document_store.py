@@ -957,11 +957,6 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         return queries, convert_filters(filters)
 
     # ---------------------------------------------------------------------------------------- async API
-    async def write_documents_async(
-        self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
-    ) -> int:
-        return await asyncio.to_thread(self.write_documents, documents, policy)
-
     async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
         await asyncio.to_thread(self.delete_all_documents, recreate_index)
 
