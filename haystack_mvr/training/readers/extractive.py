@@ -7,13 +7,17 @@ The backbone (a BERT-like encoder such as all-MiniLM-L6-v2) gets a fresh span he
 the first answer is the label (``[CLS]``, position 0, for a window without the answer). The saved folder loads in
 Haystack's ``TransformersExtractiveReader(model=folder)``.
 
-Questions of ``DEV_ARTICLES`` are never trained on. ``token_type_ids`` are left out on purpose: Haystack's reader
-calls the model with ``input_ids`` and ``attention_mask`` only, so the model is trained the way it will be run.
+With a retrieved file (``--retrieved-file``) each question instead reads ``k`` passages at once, its retrieved ones
+with the gold paragraph ensured, and the span softmax is shared across them (``shared_normalization``): the reader
+learns to rank spans across the passages a pipeline hands it. Questions of ``DEV_ARTICLES`` are never trained on.
+``token_type_ids`` are left out on purpose: Haystack's reader calls the model with ``input_ids`` and
+``attention_mask`` only, so the model is trained the way it will be run.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,12 @@ from transformers import (
 
 from haystack_mvr.datasets import Question, load_corpus, load_questions, split_by_article
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+from haystack_mvr.training.readers.retrieved_passages import read_retrieved
+from haystack_mvr.training.readers.shared_normalization import (
+    SharedNormalizationCollator,
+    SharedNormalizationTrainer,
+    shared_normalization_examples,
+)
 from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = ["extractive_features", "train_extractive_reader", "training_questions"]
@@ -128,6 +138,38 @@ def train_extractive_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
     model = AutoModelForQuestionAnswering.from_pretrained(args.model)
 
     questions, passages = training_questions(args.data_dir, args.limit)
+    training_args, budget = trainer_settings(args)
+    if args.retrieved_file:
+        examples = shared_normalization_examples(
+            tokenizer,
+            questions,
+            passages,
+            read_retrieved(args.retrieved_file),
+            args.num_passages,
+            max_length=args.max_length,
+            stride=args.stride,
+            answer_offset=_answer_offset,
+        )
+        random.Random(args.seed).shuffle(examples)
+        logger.info("extractive reader, shared normalization: %d questions", len(examples))
+        trainer: Trainer = SharedNormalizationTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=examples,
+            callbacks=budget,
+            data_collator=SharedNormalizationCollator(tokenizer, args.num_passages),
+        )
+        details = {
+            "kind": "extractive",
+            "backbone": args.model,
+            "questions": len(examples),
+            "windows": sum(len(e["windows"]) for e in examples),
+            "num_passages": args.num_passages,
+            "retrieved_file": str(args.retrieved_file),
+            "loss": "shared normalization",
+        }
+        return train_and_save(trainer, tokenizer, args, budget, details)
+
     rows = [(q, _answer_offset(q, passages[q.positive_id].text)) for q in questions]
     rows = [(q, found) for q, found in rows if found is not None]
     features = extractive_features(
@@ -140,8 +182,6 @@ def train_extractive_reader(args: ReaderTrainingArguments) -> dict[str, Any]:
         stride=args.stride,
     )
     logger.info("extractive reader: %d questions, %d windows", len(rows), len(features))
-
-    training_args, budget = trainer_settings(args)
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -35,6 +35,7 @@ from haystack_mvr.datasets import Passage, Question
 from haystack_mvr.modeling.fusion_in_decoder import format_fid_input, fused_encoder_outputs
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 from haystack_mvr.training.readers.extractive import training_questions
+from haystack_mvr.training.readers.retrieved_passages import passages_with_gold, read_retrieved
 from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = [
@@ -42,47 +43,12 @@ __all__ = [
     "FusionInDecoderTrainer",
     "answer_window_text",
     "bert2bert",
-    "bm25_top_passages",
     "fid_examples",
     "fresh_parameter_names",
-    "read_retrieved",
     "train_fid_reader",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def bm25_top_passages(questions: list[Question], corpus: list[Passage], k: int) -> dict[str, list[str]]:
-    """
-    Each question's ``k`` best BM25 passages (``bm25s``, English stopwords, ``title + text``), best first.
-
-    :returns: ``{question id: [corpus id, ...]}``.
-    """
-    import bm25s
-
-    retriever = bm25s.BM25()
-    retriever.index(
-        bm25s.tokenize([f"{p.title} {p.text}" for p in corpus], stopwords="en", show_progress=False),
-        show_progress=False,
-    )
-    tokens = bm25s.tokenize([q.question for q in questions], stopwords="en", return_ids=False, show_progress=False)
-    ranked, _scores = retriever.retrieve(tokens, k=min(k, len(corpus)), show_progress=False)
-    return {q.id: [corpus[int(i)].id for i in row] for q, row in zip(questions, ranked, strict=True)}
-
-
-def read_retrieved(path: Path) -> dict[str, list[str]]:
-    """A retrieved file: one ``{"id": question id, "passages": [corpus id, ...]}`` per line."""
-    retrieved = {}
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not isinstance(record.get("passages"), list) or "id" not in record:
-                msg = f"{path}:{n}: each line needs 'id' and a 'passages' list of corpus ids."
-                raise ValueError(msg)
-            retrieved[str(record["id"])] = [str(p) for p in record["passages"]]
-    return retrieved
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
@@ -119,9 +85,7 @@ def fid_examples(
     """
     examples = []
     for q in questions:
-        ids = [i for i in (retrieved or {}).get(q.id, []) if i in passages][:k] or [q.positive_id]
-        if q.positive_id not in ids:
-            ids = [*ids[: k - 1], q.positive_id] if len(ids) >= k else [*ids, q.positive_id]
+        ids = passages_with_gold(q, passages, retrieved, k)
         start = q.answer_starts[0] if q.answer_starts else None
         texts = [
             format_fid_input(
