@@ -60,7 +60,9 @@ def run_train_reader(args: argparse.Namespace) -> int:
             msg = f"--{name.replace('_', '-')} {value} does not exist."
             raise CommandError(msg)
     if not args.write_bm25_retrieved:
-        check_model(arguments.model)  # offline: ModelNotFoundError at once, before torch is imported
+        for model in (arguments.model, arguments.encoder_model):
+            if model is not None:
+                check_model(model)  # offline: ModelNotFoundError at once, before torch is imported
     from haystack_mvr.training.readers import (
         bm25_top_passages,
         train_extractive_reader,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from haystack import Document
 from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
-from transformers import AutoTokenizer, EncoderDecoderModel
+from transformers import AutoTokenizer, BertModel, EncoderDecoderModel
 
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import FusionInDecoderReader
@@ -25,8 +25,15 @@ from haystack_mvr.training.readers import (
     training_questions,
 )
 from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
-from haystack_mvr.training.readers.fusion_in_decoder import answer_window_text, fid_optimizer, fresh_parameter_names
-from tests.conftest import minilm_tokenizer, shared_data_dir
+from haystack_mvr.training.readers.fusion_in_decoder import (
+    FusionInDecoderTrainer,
+    PassageStatesCollator,
+    answer_window_text,
+    fresh_parameter_names,
+    passage_states,
+)
+from haystack_mvr.training.readers.trainer_setup import trainer_settings
+from tests.conftest import build_tiny_backbone, minilm_tokenizer, shared_data_dir
 
 SQUAD_MV = shared_data_dir() / "squad-mv"
 needs_data = pytest.mark.skipif(not (SQUAD_MV / "train.jsonl").exists(), reason="the shared squad-mv data is absent")
@@ -104,22 +111,78 @@ def test_fid_examples_cut_only_the_gold_passage_to_the_answer_window():
     assert texts[1].endswith("context: Here is Warsaw.")
 
 
-def test_fid_optimizer_gives_the_fresh_layers_their_own_learning_rate(tiny_backbone, tmp_path):
+def test_fid_trainer_gives_the_fresh_layers_their_own_learning_rate(tiny_backbone, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
     model = bert2bert(str(tiny_backbone), tokenizer)
     fresh = fresh_parameter_names(model)
     assert fresh and all(n.startswith("decoder.") for n in fresh)
     assert any(".crossattention." in n for n in fresh) and not any(n.startswith("encoder.") for n in fresh)
     args = ReaderTrainingArguments(kind="fid", model=str(tiny_backbone), output_dir=tmp_path, learning_rate=1e-4)
-    assert fid_optimizer(model, args) is None  # the Trainer's own optimizer
-    args.fresh_learning_rate = 1e-3
-    optimizer = fid_optimizer(model, args)
+    training_args, _ = trainer_settings(args)
+    plain = FusionInDecoderTrainer(model=model, args=training_args, train_dataset=[{}]).create_optimizer()
+    assert {g["lr"] for g in plain.param_groups} == {1e-4}  # the Trainer's own optimizer
+    trainer = FusionInDecoderTrainer(model=model, args=training_args, train_dataset=[{}], fresh_learning_rate=1e-3)
+    optimizer = trainer.create_optimizer()
+    assert type(optimizer) is type(plain)
     by_id = {id(p): n for n, p in model.named_parameters()}
+    decay = set(trainer.get_decay_parameter_names(model))
     for group in optimizer.param_groups:
         names = {by_id[id(p)] for p in group["params"]}
         assert group["lr"] == (1e-3 if names <= fresh else 1e-4)
         assert names <= fresh or not names & fresh
+        assert group["weight_decay"] == (0.01 if names <= decay else 0.0)
+        assert names <= decay or not names & decay
     assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
+    model.get_encoder().requires_grad_(False)  # a frozen encoder is left out
+    trainer = FusionInDecoderTrainer(model=model, args=training_args, train_dataset=[{}], fresh_learning_rate=1e-3)
+    optimized = {id(p) for g in trainer.create_optimizer().param_groups for p in g["params"]}
+    assert optimized == {id(p) for p in model.parameters() if p.requires_grad} and optimized
+
+
+def test_bert2bert_encoder_and_decoder_layers_can_differ(tiny_backbone, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    other = build_tiny_backbone(tmp_path / "other", seed=1)
+    model = bert2bert(str(tiny_backbone), tokenizer, encoder=str(other), decoder_layers=1)
+    assert model.config.decoder.num_hidden_layers == 1 and model.config.encoder.num_hidden_layers == 2
+    encoder_weights = BertModel.from_pretrained(other).state_dict()
+    name = "encoder.layer.1.attention.self.query.weight"
+    torch.testing.assert_close(model.encoder.state_dict()[name], encoder_weights[name])
+    decoder_weights = BertModel.from_pretrained(tiny_backbone).state_dict()
+    torch.testing.assert_close(
+        model.decoder.state_dict()["bert.encoder.layer.0.attention.self.query.weight"],
+        decoder_weights["encoder.layer.0.attention.self.query.weight"],
+    )
+    with pytest.raises(ValueError, match="only apply to --kind fid"):
+        ReaderTrainingArguments(kind="extractive", model="m", output_dir=tmp_path, freeze_encoder=True)
+    with pytest.raises(ValueError, match="decoder_layers"):
+        ReaderTrainingArguments(kind="fid", model="m", output_dir=tmp_path, decoder_layers=0)
+
+
+def test_passage_states_are_the_fused_states_of_each_question(tiny_backbone):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    model = bert2bert(str(tiny_backbone), tokenizer)
+    collator = FusionInDecoderCollator(tokenizer, num_passages=2, max_length=32)
+    examples = [
+        {"texts": ["question: who? context: a short one", "question: who? context: a longer passage of words"],
+         "answer": "a"},
+        {"texts": ["question: where? context: only one passage"], "answer": "b c"},
+    ]  # fmt: skip
+    model.train()  # as the Trainer finds it: the states are computed without dropout all the same
+    cached = passage_states(model, collator, examples, batch_size=1)
+    assert model.training  # the model is left as it was found
+    model.eval()
+    for example, row in zip(examples, cached, strict=True):
+        alone = torch.cat(encode_passages(model, tokenizer, example["texts"], max_length=32))
+        torch.testing.assert_close(row["states"].float(), alone, atol=2e-3, rtol=2e-3)  # float16 storage
+        assert row["answer"] == example["answer"]
+    batch = PassageStatesCollator(tokenizer, max_answer_length=4)(cached)
+    n = max(row["states"].shape[0] for row in cached)
+    assert batch["encoder_hidden_states"].shape == (2, n, model.config.encoder.hidden_size)
+    assert batch["attention_mask"].sum(dim=1).tolist() == [row["states"].shape[0] for row in cached]
+    assert (
+        batch["labels"].tolist()
+        == FusionInDecoderCollator(tokenizer, 2, max_answer_length=4)(examples)["labels"].tolist()
+    )
 
 
 def test_bert2bert_cross_attention_can_start_from_self_attention(tiny_backbone):
@@ -290,3 +353,24 @@ def test_fid_reader_learns_an_answer(tiny_backbone, tmp_path):
     doc = Document(content=passage.text, meta={"title": passage.title})
     answer = reader.run(query=q.question, documents=[doc])["answers"][0]
     assert answer.data == q.answers[0].lower()  # the uncased tokenizer lower-cases
+
+
+@needs_data
+def test_fid_reader_with_a_frozen_encoder_learns_an_answer_and_leaves_the_encoder_alone(tiny_backbone, tmp_path):
+    """--freeze-encoder: the encoder is the warm start unchanged, and the decoder alone still learns the answer."""
+    args = ReaderTrainingArguments(
+        kind="fid", model=str(tiny_backbone), output_dir=tmp_path / "one", data_dir=SQUAD_MV, limit=1,
+        max_steps=60, batch_size=1, learning_rate=5e-3, max_length=64, threads=1, logging_steps=100,
+        freeze_encoder=True, decoder_layers=1,
+    )  # fmt: skip
+    summary = train_fid_reader(args)
+    assert summary["freeze_encoder"] and summary["decoder_layers"] == 1 and summary["train_loss"] < 8
+    trained = EncoderDecoderModel.from_pretrained(tmp_path / "one")
+    start = BertModel.from_pretrained(tiny_backbone, add_pooling_layer=False).state_dict()
+    for name, value in start.items():  # the encoder's pooler is new, and unused
+        torch.testing.assert_close(trained.encoder.state_dict()[name], value, atol=0, rtol=0)
+    question, passages = training_questions(SQUAD_MV, limit=1)
+    q, passage = question[0], passages[question[0].positive_id]
+    reader = FusionInDecoderReader(model=tmp_path / "one", max_input_length=64, max_answer_length=8)
+    doc = Document(content=passage.text, meta={"title": passage.title})
+    assert reader.run(query=q.question, documents=[doc])["answers"][0].data == q.answers[0].lower()

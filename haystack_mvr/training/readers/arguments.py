@@ -71,6 +71,23 @@ class ReaderTrainingArguments:
             "cross-attention and LM-head transform); default: --learning-rate."
         },
     )
+    encoder_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "fid: the encoder's own warm start, e.g. a train-reader --kind extractive folder (its backbone "
+            "knows where answers are); same vocabulary and width as --model. Default: --model."
+        },
+    )
+    decoder_layers: int | None = field(
+        default=None, metadata={"help": "fid: keep the backbone's first N layers in the decoder (default: all)."}
+    )
+    freeze_encoder: bool = field(
+        default=False,
+        metadata={
+            "help": "fid: train the decoder alone; each question's fused passage states are computed once, before "
+            "training, so a step costs the decoder only."
+        },
+    )
     epochs: float = field(default=1.0, metadata={"help": "Training epochs (ignored when --max-steps is set)."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
     max_minutes: float | None = field(
@@ -96,7 +113,14 @@ class ReaderTrainingArguments:
         if self.kind not in KINDS:
             msg = f"kind must be one of {list(KINDS)}, got {self.kind!r}."
             raise ValueError(msg)
-        for name in ("num_passages", "max_length", "batch_size", "max_answer_length", "answer_window"):
+        for name in (
+            "num_passages",
+            "max_length",
+            "batch_size",
+            "max_answer_length",
+            "answer_window",
+            "decoder_layers",
+        ):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 msg = f"{name} must be a positive integer, got {getattr(self, name)!r}."
                 raise ValueError(msg)
@@ -104,6 +128,11 @@ class ReaderTrainingArguments:
             msg = (
                 f"cross_attention_init must be one of {list(CROSS_ATTENTION_INITS)}, got {self.cross_attention_init!r}."
             )
+            raise ValueError(msg)
+        fid_only = [name for name in ("encoder_model", "decoder_layers") if getattr(self, name) is not None]
+        fid_only += ["freeze_encoder"] if self.freeze_encoder else []
+        if self.kind == "extractive" and fid_only:
+            msg = f"{', '.join('--' + n.replace('_', '-') for n in fid_only)} only apply to --kind fid."
             raise ValueError(msg)
         if self.kind == "extractive" and not 0 <= self.stride < self.max_length // 2:
             msg = f"stride must be in [0, max_length / 2), got {self.stride} for max_length {self.max_length}."
@@ -127,6 +156,9 @@ class ReaderTrainingArguments:
                 options["choices"] = KINDS
             if f.name == "cross_attention_init":
                 options["choices"] = CROSS_ATTENTION_INITS
+            if kind is bool:
+                parser.add_argument(flag, dest=f.name, action="store_true", help=options["help"])
+                continue
             if required:
                 options["required"] = True
             else:
