@@ -1,7 +1,15 @@
 """Retrieval metrics (DPR answer matching, ranx gold metrics), answer EM / F1, multi-view diagnostics, reports."""
 
 from haystack_mvr.evaluation.answer_matching import has_answer, normalized_tokens
-from haystack_mvr.evaluation.answer_metrics import answer_f1, exact_match, normalize_answer, summarize_answers
+from haystack_mvr.evaluation.answer_metrics import (
+    PairedDifference,
+    answer_f1,
+    exact_match,
+    normalize_answer,
+    paired_difference,
+    question_scores,
+    summarize_answers,
+)
 from haystack_mvr.evaluation.report import format_value, is_percent_metric, markdown_table
 from haystack_mvr.evaluation.retrieval_metrics import (
     answer_top_k_accuracy,
@@ -18,6 +26,7 @@ from haystack_mvr.evaluation.view_diagnostics import (
 )
 
 __all__ = [
+    "PairedDifference",
     "answer_f1",
     "answer_top_k_accuracy",
     "answer_view_accuracy",
@@ -31,7 +40,9 @@ __all__ = [
     "markdown_table",
     "normalize_answer",
     "normalized_tokens",
+    "paired_difference",
     "per_view_accuracy",
+    "question_scores",
     "summarize_answers",
     "view_perplexity",
     "view_perplexity_per_doc",

@@ -8,7 +8,14 @@ from haystack.dataclasses import ExtractedAnswer
 
 from haystack_mvr.datasets import Question
 from haystack_mvr.evaluation.answer_evaluation import context_documents, read_answers
-from haystack_mvr.evaluation.answer_metrics import answer_f1, exact_match, normalize_answer, summarize_answers
+from haystack_mvr.evaluation.answer_metrics import (
+    answer_f1,
+    exact_match,
+    normalize_answer,
+    paired_difference,
+    question_scores,
+    summarize_answers,
+)
 from haystack_mvr.views import MATCHED_TEXT_KEY
 
 
@@ -46,6 +53,32 @@ def test_summarize_answers_counts_missing_predictions_as_wrong():
     assert result == {"answer_EM": 0.5, "answer_F1": 0.5}
     with pytest.raises(ValueError, match="predictions"):
         summarize_answers(["x"], [])
+    assert question_scores(["Denver", None], [["Denver Broncos"], ["Paris"]]) == (
+        [0.0, 0.0],
+        [pytest.approx(2 / 3), 0.0],
+    )
+
+
+def test_paired_difference_is_the_mean_difference_with_its_interval():
+    a, b = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    d = paired_difference(a, b)
+    # differences 1, 0, 0, 1, 0, 0: mean 1/3, sample sd sqrt(4/15)
+    assert d.mean == pytest.approx(1 / 3) and d.n == 6
+    assert d.standard_error == pytest.approx((4 / 15 / 6) ** 0.5)
+    assert (d.low, d.high) == (
+        pytest.approx(d.mean - 1.96 * d.standard_error),
+        pytest.approx(d.mean + 1.96 * d.standard_error),
+    )
+    # pairing: a shared per-question effect leaves the difference and its interval unchanged
+    shifted = paired_difference([x + q for q, x in enumerate(a)], [y + q for q, y in enumerate(b)])
+    assert shifted.mean == pytest.approx(d.mean) and shifted.standard_error == pytest.approx(d.standard_error)
+    assert paired_difference(b, a).mean == pytest.approx(-d.mean)
+    same = paired_difference(a, a)
+    assert same.mean == same.low == same.high == 0.0
+    with pytest.raises(ValueError, match="same questions"):
+        paired_difference(a, b[:-1])
+    with pytest.raises(ValueError, match="at least two"):
+        paired_difference([1.0], [0.0])
 
 
 def test_context_documents_uses_the_matched_snippet_without_mutating():
