@@ -370,8 +370,10 @@ def _check_and_build(
         raise _corrupt(where, "documents.jsonl", "repeats a document id")
     if keys.dtype != np.int64 or keys.shape != (n,):
         raise _corrupt(where, "keys.npy", f"has shape {keys.shape}, expected ({n},) int64")
-    ordered = _sorted(keys)  # keys are saved in write order, usually ascending: then no sort (np.unique hashes)
-    if n and (not _ascending(ordered) or ordered[0] < 0 or ordered[-1] >= 1 << 50):
+    # keys are saved in write order, usually ascending: then one comparison pass and no sort (np.unique hashes)
+    strictly_ascending = _ascending(keys)
+    ordered = keys if strictly_ascending else np.sort(keys)
+    if n and (not (strictly_ascending or _ascending(ordered)) or ordered[0] < 0 or ordered[-1] >= 1 << 50):
         raise _corrupt(where, "keys.npy", "repeats a key or holds an invalid one")
     if counts.dtype != np.int32 or counts.shape != (n,) or (n and (counts.min() < 0 or counts.max() > MAX_VIEWS)):
         raise _corrupt(where, "view_counts.npy", f"does not hold one view count (0..{MAX_VIEWS}) per document")
