@@ -61,6 +61,16 @@ def build_tiny_backbone(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models: thread hand-offs cost far more than their matmuls (50x slower on a busy machine). Use it with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``; the thread count is restored after the module."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_backbone(tmp_path_factory) -> Path:
     return build_tiny_backbone(tmp_path_factory.mktemp("tiny-bert"))

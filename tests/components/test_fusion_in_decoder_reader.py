@@ -32,13 +32,7 @@ DOCS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The model is tiny: thread hand-offs cost far more than its matmuls (50x slower on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_reader(path: Path, **kwargs) -> FusionInDecoderReader:

@@ -39,12 +39,7 @@ SQUAD_MV = shared_data_dir() / "squad-mv"
 needs_data = pytest.mark.skipif(not (SQUAD_MV / "train.jsonl").exists(), reason="the shared squad-mv data is absent")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def printed_summary(out: str) -> dict:

@@ -23,18 +23,9 @@ from haystack_mvr.training.readers import (
 )
 from haystack_mvr.training.readers.extractive import _answer_offset
 from haystack_mvr.training.readers.shared_normalization import shared_normalization_loss
-from tests.conftest import minilm_tokenizer, shared_data_dir
+from tests.conftest import minilm_tokenizer
 
-SQUAD_MV = shared_data_dir() / "squad-mv"
-needs_data = pytest.mark.skipif(not (SQUAD_MV / "train.jsonl").exists(), reason="the shared squad-mv data is absent")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def corpus() -> dict[str, Passage]:
@@ -146,13 +137,12 @@ def test_loss_is_one_softmax_over_the_context_tokens_of_all_windows():
     torch.testing.assert_close(permuted, loss)
 
 
-@needs_data
-def test_extractive_reader_trains_across_passages_from_one_command(tiny_backbone, tmp_path, capsys):
+def test_extractive_reader_trains_across_passages_from_one_command(tiny_backbone, squad_mv_dir, tmp_path, capsys):
     retrieved = tmp_path / "retrieved.jsonl"
-    common = ["--model", str(tiny_backbone), "--data-dir", str(SQUAD_MV), "--limit", "8", "--num-passages", "3"]
+    common = ["--model", str(tiny_backbone), "--data-dir", str(squad_mv_dir), "--limit", "8", "--num-passages", "3"]
     assert main(["train-reader", "--kind", "extractive", "--output-dir", str(tmp_path / "x"), *common,
                  "--write-bm25-retrieved", str(retrieved)]) == 0  # fmt: skip
-    _, passages = training_questions(SQUAD_MV)
+    _, passages = training_questions(squad_mv_dir)
     ids = {i for row in read_retrieved(retrieved).values() for i in row}
     assert len(ids) > 3 and not {passages[i].title for i in ids} & set(DEV_ARTICLES)
     capsys.readouterr()
