@@ -330,6 +330,14 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/answers-cache"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--retrieve-only", action="store_true", help="Fill the retrieval cache and stop.")
+    parser.add_argument(
+        "--training-retrieved",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="Write the training questions' top-8 documents from the one system of --systems (squad-mv tier) to PATH, "
+        "a train-reader --retrieved-file (readers trained on the passages the pipeline hands them), and stop.",
+    )
     parser.add_argument("--note", default=None, help="A line for the results (e.g. how loaded the machine was).")
     parser.add_argument("--no-gold", action="store_true", help="Leave out the gold-paragraph row (for split runs).")
     parser.add_argument(
@@ -360,6 +368,9 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.training_retrieved:
+        write_training_retrieved(args)
+        return
     if not (args.extractive or args.fid or args.retrieve_only):
         parser.error("give --extractive and/or --fid (or --retrieve-only)")
     questions, dev_total = sample_questions(args.data_dir, args.questions)
@@ -438,6 +449,22 @@ def main() -> None:
     if args.merge and previous_path.exists():
         payload = merged(json.loads(previous_path.read_text(encoding="utf-8")), payload)
     write(payload, args.output_dir, args.name, {q.id: q.answers for q in questions})
+
+
+def write_training_retrieved(args) -> None:
+    """The training questions' (outside the dev articles) top-8 squad-mv paragraphs from one system, best first."""
+    systems = [s for s in args.systems.split(",") if s]
+    if len(systems) != 1 or args.tier != "squad-mv":
+        raise SystemExit("--training-retrieved takes one system (--systems) on the squad-mv tier.")
+    training = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))[0]
+    docs = load_tier("squad-mv", args.data_dir)
+    query, inputs, output = paragraph_system(systems[0], docs, packaged_minilm(), args.cache_dir, "squad-mv")
+    ranked = run_query_pipeline(query, training, inputs=inputs, output_component=output).documents
+    args.training_retrieved.parent.mkdir(parents=True, exist_ok=True)
+    with args.training_retrieved.open("w", encoding="utf-8") as f:
+        for q, row in zip(training, ranked, strict=True):
+            f.write(json.dumps({"id": q.id, "passages": [d.id for d in row[:8]]}) + "\n")
+    print(f"wrote the {systems[0]} top-8 of {len(training)} training questions: {args.training_retrieved}")
 
 
 def dev_answers(data_dir: Path) -> dict[str, list[str]]:
