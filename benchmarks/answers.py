@@ -252,6 +252,83 @@ def paired_rows(payload: dict, answers_by_id: dict[str, list[str]]) -> list[dict
     return out
 
 
+GOLD_GROUPS = ("both", "row only", "against only", "neither")
+
+
+def gold_breakdown(payload: dict, answers_by_id: dict[str, list[str]]) -> list[dict]:
+    """
+    Why two whole-document rows differ: per reader, every whole-document row against BM25's documents, the questions
+    split by which of the two read the gold paragraph, with each side's EM on them and the group's share of the
+    overall EM difference (points of all questions; the shares sum to the paired difference). Rows written before
+    ``gold_ranks`` was kept are left out.
+    """
+    gold = [answers_by_id[i] for i in payload["question_ids"]]
+    rows = {(r["system"], r["context"]): r for r in payload["rows"]}
+    against = rows.get(BASELINE)
+    if against is None or "gold_ranks" not in against:
+        return []
+    out = []
+    for reader in payload["readers"]:
+        if "predictions" not in against["readers"].get(reader, {}):
+            continue
+        base_em = question_scores(against["readers"][reader]["predictions"], gold)[0]
+        for key, row in rows.items():
+            if key == BASELINE or key[1] != "document" or key[0] == "gold paragraph (upper bound)":
+                continue
+            if "gold_ranks" not in row or "predictions" not in row["readers"].get(reader, {}):
+                continue
+            em = question_scores(row["readers"][reader]["predictions"], gold)[0]
+            groups: dict[str, list[int]] = {name: [] for name in GOLD_GROUPS}
+            for n, (mine, theirs) in enumerate(zip(row["gold_ranks"], against["gold_ranks"], strict=True)):
+                name = GOLD_GROUPS[2 * (mine is None) + (theirs is None)]
+                groups[name].append(n)
+            both = groups["both"]
+            for name, members in groups.items():
+                if not members:
+                    continue
+                row_em = sum(em[n] for n in members) / len(members)
+                base = sum(base_em[n] for n in members) / len(members)
+                entry = {
+                    "reader": reader,
+                    "row": f"{key[0]} / {key[1]}",
+                    "against": f"{BASELINE[0]} / {BASELINE[1]}",
+                    "gold_read_by": name,
+                    "questions": len(members),
+                    "row_EM": 100 * row_em,
+                    "against_EM": 100 * base,
+                    "share_of_difference": 100 * (row_em - base) * len(members) / len(em),
+                }
+                if name == "both":  # how often each side put the gold paragraph first
+                    entry["gold_first_row"] = 100 * sum(row["gold_ranks"][n] == 0 for n in both) / len(both)
+                    entry["gold_first_against"] = 100 * sum(against["gold_ranks"][n] == 0 for n in both) / len(both)
+                out.append(entry)
+    return out
+
+
+def breakdown_markdown(breakdown: list[dict]) -> str:
+    if not breakdown:
+        return ""
+    lines = [
+        "| reader | row | gold paragraph read by | questions | row EM | BM25 EM | share of the EM difference |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for b in breakdown:
+        first = (
+            f" (gold first: {b['gold_first_row']:.1f}% vs {b['gold_first_against']:.1f}%)"
+            if "gold_first_row" in b
+            else ""
+        )
+        lines.append(
+            f"| {b['reader']} | {b['row']} | {b['gold_read_by']}{first} | {b['questions']} | {b['row_EM']:.1f} "
+            f"| {b['against_EM']:.1f} | {b['share_of_difference']:+.1f} |"
+        )
+    return (
+        "\n\nWhere each whole-document row and BM25's documents differ, by which of the two read the gold paragraph "
+        "(row EM and BM25 EM on those questions; share: points of all questions, summing to the paired "
+        "difference):\n\n" + "\n".join(lines)
+    )
+
+
 def paired_markdown(paired: list[dict]) -> str:
     if not paired:
         return ""
@@ -305,6 +382,7 @@ def markdown(payload: dict) -> str:
         + (f"{payload['note']}\n\n" if payload.get("note") else "")
         + "\n".join(lines)
         + paired_markdown(payload.get("paired", []))
+        + breakdown_markdown(payload.get("gold_breakdown", []))
         + "\n\nEM / F1: SQuAD normalisation after NFD (DPR). Context tokens: the readers' WordPiece tokens of the "
         "passages read (question and title not counted). gold R@k: the gold paragraph (pages: its page) is among the "
         "documents read. Retrieval ms: per query through the Haystack pipeline (top 100). Reader ms: per question.\n\n"
@@ -409,9 +487,12 @@ def main() -> None:
     rows = []
     for name, context, ranked, query_ms, gold_of in settings:
         row = {"system": name, "context": context, "query_ms": query_ms, "readers": {}}
-        row["gold_in_context"] = sum(
-            gold_id in [d.id for d in docs_[: args.top_k]] for gold_id, docs_ in zip(gold_of, ranked, strict=True)
-        ) / len(questions)
+        # each question's gold paragraph (pages: page) rank among the documents read, None when it is not read
+        row["gold_ranks"] = [
+            next((rank for rank, d in enumerate(docs_[: args.top_k]) if d.id == gold_id), None)
+            for gold_id, docs_ in zip(gold_of, ranked, strict=True)
+        ]
+        row["gold_in_context"] = sum(rank is not None for rank in row["gold_ranks"]) / len(questions)
         for reader_name, (reader, _) in readers.items():
             run = read_answers(reader, questions, ranked, context=context, top_k=args.top_k, count_tokens=count)
             metrics = run.metrics()
@@ -480,6 +561,7 @@ def write(payload: dict, output_dir: Path, name: str | None, answers_by_id: dict
     order = ["gold paragraph (upper bound)", *labels.values()]
     payload["rows"].sort(key=lambda r: (order.index(r["system"]), r["context"] != "document"))
     payload["paired"] = paired_rows(payload, answers_by_id)
+    payload["gold_breakdown"] = gold_breakdown(payload, answers_by_id)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / results_name(name, "json")).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     (output_dir / results_name(name, "md")).write_text(markdown(payload), encoding="utf-8")

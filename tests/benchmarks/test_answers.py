@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.answers import BASELINE, markdown, paired_rows
+from benchmarks.answers import BASELINE, gold_breakdown, markdown, paired_rows
 
 HYBRID = "convex hybrid (BM25 0.4 + multi-view 0.6)"
 
@@ -65,3 +65,32 @@ def test_rows_without_predictions_are_left_out_of_the_pairs():
         del r["readers"]["extractive"]["predictions"]  # results written before predictions were kept
     assert paired_rows(old, {"a": ["x"], "b": ["y"], "c": ["z"], "d": ["w"]}) == []
     assert "Paired differences" not in markdown(old)
+
+
+def test_gold_breakdown_splits_the_difference_by_which_row_read_the_gold_paragraph():
+    ranked = payload()
+    ranks = {BASELINE[0]: [0, None, 1, None], HYBRID: [1, 0, None, None]}
+    for r in ranked["rows"]:
+        r["gold_ranks"] = ranks.get(r["system"], [0, 0, 0, 0])
+    answers = {"a": ["x"], "b": ["y"], "c": ["z"], "d": ["w"]}
+    groups = {b["gold_read_by"]: b for b in gold_breakdown(ranked, answers)}
+    # only whole-document rows are split, each against BM25's documents
+    assert {b["row"] for b in gold_breakdown(ranked, answers)} == {f"{HYBRID} / document"}
+    assert {name: g["questions"] for name, g in groups.items()} == {
+        "both": 1,
+        "row only": 1,
+        "against only": 1,
+        "neither": 1,
+    }
+    assert groups["row only"]["row_EM"] == 100.0 and groups["row only"]["against_EM"] == 0.0
+    assert groups["row only"]["share_of_difference"] == pytest.approx(25.0)
+    assert groups["both"]["gold_first_row"] == 0.0 and groups["both"]["gold_first_against"] == 100.0
+    total = sum(g["share_of_difference"] for g in groups.values())
+    paired = {(p["row"], p["against"]): p for p in paired_rows(ranked, answers)}
+    assert total == pytest.approx(paired[(f"{HYBRID} / document", f"{BASELINE[0]} / document")]["EM_difference"])
+    text = markdown({**ranked, "gold_breakdown": gold_breakdown(ranked, answers)})
+    assert "read the gold paragraph" in text and "| row only | 1 | 100.0 | 0.0 | +25.0 |" in text
+
+
+def test_rows_without_gold_ranks_have_no_breakdown():
+    assert gold_breakdown(payload(), {"a": ["x"], "b": ["y"], "c": ["z"], "d": ["w"]}) == []
