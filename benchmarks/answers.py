@@ -217,20 +217,25 @@ def merged(previous: dict, payload: dict) -> dict:
     }
 
 
+def row_scores(payload: dict, reader: str, answers_by_id: dict[str, list[str]]) -> dict[tuple, tuple]:
+    """``{(system, context): (EM list, F1 list)}``: the reader's per-question scores on each row that kept them."""
+    gold = [answers_by_id[i] for i in payload["question_ids"]]
+    return {
+        (row["system"], row["context"]): question_scores(row["readers"][reader]["predictions"], gold)
+        for row in payload["rows"]
+        if "predictions" in row["readers"].get(reader, {})
+    }
+
+
 def paired_rows(payload: dict, answers_by_id: dict[str, list[str]]) -> list[dict]:
     """
     Per reader, every row against BM25's documents and every matched-snippet row against its system's documents:
     the paired EM / F1 differences (points) with the EM difference's 95% interval, and the context-token ratio.
     """
-    gold = [answers_by_id[i] for i in payload["question_ids"]]
     rows = {(r["system"], r["context"]): r for r in payload["rows"]}
     out = []
     for reader in payload["readers"]:
-        scores = {
-            key: question_scores(row["readers"][reader]["predictions"], gold)
-            for key, row in rows.items()
-            if "predictions" in row["readers"].get(reader, {})
-        }
+        scores = row_scores(payload, reader, answers_by_id)
         pairs = [(key, BASELINE) for key in scores if key != BASELINE and key[0] != "gold paragraph (upper bound)"]
         pairs += [(key, (key[0], "document")) for key in scores if key[1] == "matched_view"]
         for key, against in pairs:
@@ -262,27 +267,25 @@ def gold_breakdown(payload: dict, answers_by_id: dict[str, list[str]]) -> list[d
     overall EM difference (points of all questions; the shares sum to the paired difference). Rows written before
     ``gold_ranks`` was kept are left out.
     """
-    gold = [answers_by_id[i] for i in payload["question_ids"]]
     rows = {(r["system"], r["context"]): r for r in payload["rows"]}
     against = rows.get(BASELINE)
     if against is None or "gold_ranks" not in against:
         return []
     out = []
     for reader in payload["readers"]:
-        if "predictions" not in against["readers"].get(reader, {}):
+        scores = row_scores(payload, reader, answers_by_id)
+        if BASELINE not in scores:
             continue
-        base_em = question_scores(against["readers"][reader]["predictions"], gold)[0]
-        for key, row in rows.items():
+        base_em = scores[BASELINE][0]
+        for key, (em, _f1) in scores.items():
+            row = rows[key]
             if key == BASELINE or key[1] != "document" or key[0] == "gold paragraph (upper bound)":
                 continue
-            if "gold_ranks" not in row or "predictions" not in row["readers"].get(reader, {}):
+            if "gold_ranks" not in row:
                 continue
-            em = question_scores(row["readers"][reader]["predictions"], gold)[0]
             groups: dict[str, list[int]] = {name: [] for name in GOLD_GROUPS}
             for n, (mine, theirs) in enumerate(zip(row["gold_ranks"], against["gold_ranks"], strict=True)):
-                name = GOLD_GROUPS[2 * (mine is None) + (theirs is None)]
-                groups[name].append(n)
-            both = groups["both"]
+                groups[GOLD_GROUPS[2 * (mine is None) + (theirs is None)]].append(n)
             for name, members in groups.items():
                 if not members:
                     continue
@@ -299,8 +302,10 @@ def gold_breakdown(payload: dict, answers_by_id: dict[str, list[str]]) -> list[d
                     "share_of_difference": 100 * (row_em - base) * len(members) / len(em),
                 }
                 if name == "both":  # how often each side put the gold paragraph first
-                    entry["gold_first_row"] = 100 * sum(row["gold_ranks"][n] == 0 for n in both) / len(both)
-                    entry["gold_first_against"] = 100 * sum(against["gold_ranks"][n] == 0 for n in both) / len(both)
+                    entry["gold_first_row"] = 100 * sum(row["gold_ranks"][n] == 0 for n in members) / len(members)
+                    entry["gold_first_against"] = (
+                        100 * sum(against["gold_ranks"][n] == 0 for n in members) / len(members)
+                    )
                 out.append(entry)
     return out
 
@@ -537,14 +542,16 @@ def write_training_retrieved(args) -> None:
     systems = [s for s in args.systems.split(",") if s]
     if len(systems) != 1 or args.tier != "squad-mv":
         raise SystemExit("--training-retrieved takes one system (--systems) on the squad-mv tier.")
-    training = split_by_article(load_questions(args.data_dir / "squad-mv" / "train.jsonl"))[0]
+    from haystack_mvr.training.readers import training_questions, write_retrieved
+
+    training, _passages = training_questions(args.data_dir / "squad-mv")
     docs = load_tier("squad-mv", args.data_dir)
     query, inputs, output = paragraph_system(systems[0], docs, packaged_minilm(), args.cache_dir, "squad-mv")
     ranked = run_query_pipeline(query, training, inputs=inputs, output_component=output).documents
     args.training_retrieved.parent.mkdir(parents=True, exist_ok=True)
-    with args.training_retrieved.open("w", encoding="utf-8") as f:
-        for q, row in zip(training, ranked, strict=True):
-            f.write(json.dumps({"id": q.id, "passages": [d.id for d in row[:8]]}) + "\n")
+    write_retrieved(
+        args.training_retrieved, {q.id: [d.id for d in row[:8]] for q, row in zip(training, ranked, strict=True)}
+    )
     print(f"wrote the {systems[0]} top-8 of {len(training)} training questions: {args.training_retrieved}")
 
 

@@ -78,14 +78,15 @@ def run_train_reader(args: argparse.Namespace) -> int:
         train_fid_reader,
         training_passages,
         training_questions,
+        write_retrieved,
     )
 
     if args.write_bm25_retrieved:
         questions, passages = training_questions(arguments.data_dir, arguments.limit)
-        top = bm25_top_passages(questions, training_passages(passages), arguments.num_passages)
-        with Path(args.write_bm25_retrieved).open("w", encoding="utf-8") as f:
-            for q in questions:
-                f.write(json.dumps({"id": q.id, "passages": top[q.id]}) + "\n")
+        write_retrieved(
+            args.write_bm25_retrieved,
+            bm25_top_passages(questions, training_passages(passages), arguments.num_passages),
+        )
         print(f"wrote the BM25 top-{arguments.num_passages} of {len(questions)} questions: {args.write_bm25_retrieved}")
         return 0
     train = train_extractive_reader if arguments.kind == "extractive" else train_fid_reader

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         passages_with_gold,
         read_retrieved,
         training_passages,
+        write_retrieved,
     )
     from haystack_mvr.training.readers.shared_normalization import (
         SharedNormalizationCollator,
@@ -45,6 +46,7 @@ _MODULES = {
     "extractive_features": "extractive",
     "fid_examples": "fusion_in_decoder",
     "read_retrieved": "retrieved_passages",
+    "write_retrieved": "retrieved_passages",
     "passages_with_gold": "retrieved_passages",
     "shared_normalization_examples": "shared_normalization",
     "SharedNormalizationCollator": "shared_normalization",
@@ -72,6 +74,7 @@ __all__ = [
     "train_fid_reader",
     "training_passages",
     "training_questions",
+    "write_retrieved",
 ]
 
 

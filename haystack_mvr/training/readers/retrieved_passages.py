@@ -13,7 +13,7 @@ from pathlib import Path
 
 from haystack_mvr.datasets import DEV_ARTICLES, Passage, Question
 
-__all__ = ["bm25_top_passages", "passages_with_gold", "read_retrieved", "training_passages"]
+__all__ = ["bm25_top_passages", "passages_with_gold", "read_retrieved", "training_passages", "write_retrieved"]
 
 
 def training_passages(passages: dict[str, Passage]) -> list[Passage]:
@@ -53,6 +53,13 @@ def read_retrieved(path: Path) -> dict[str, list[str]]:
                 raise ValueError(msg)
             retrieved[str(record["id"])] = [str(p) for p in record["passages"]]
     return retrieved
+
+
+def write_retrieved(path: Path, retrieved: dict[str, list[str]]) -> None:
+    """Write ``{question id: [corpus id, ...]}`` as the retrieved file ``read_retrieved`` reads."""
+    with Path(path).open("w", encoding="utf-8") as f:
+        for question_id, passage_ids in retrieved.items():
+            f.write(json.dumps({"id": question_id, "passages": passage_ids}) + "\n")
 
 
 def passages_with_gold(
