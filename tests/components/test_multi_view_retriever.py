@@ -39,6 +39,7 @@ def test_init_and_to_dict(store):
             "top_k": 3,
             "filter_policy": "replace",
             "return_embedding": False,
+            "granularity": "document",
         },
     }
     again = MultiViewRetriever.from_dict(data)

@@ -245,7 +245,7 @@ def test_budget_callback_stops_training():
 
 def test_arguments_reject_unknown_kind_and_bad_stride(tmp_path):
     with pytest.raises(ValueError, match="kind"):
-        ReaderTrainingArguments(kind="generative", model="m", output_dir=tmp_path)
+        ReaderTrainingArguments(kind="abstractive", model="m", output_dir=tmp_path)
     with pytest.raises(ValueError, match="stride"):
         ReaderTrainingArguments(kind="extractive", model="m", output_dir=tmp_path, max_length=64, stride=32)
 

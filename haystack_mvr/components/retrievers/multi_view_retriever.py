@@ -10,9 +10,12 @@ from haystack.core.serialization import import_class_by_name
 from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
+from haystack_mvr.components.retrievers.snippet_search import top_snippets, top_snippets_async
 from haystack_mvr.document_stores.checks import check_top_k
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import unpack_views
+
+GRANULARITIES = ("document", "snippet")
 
 _T = TypeVar("_T")
 
@@ -57,6 +60,13 @@ class MultiViewRetriever:
     (its best view's score) and the matched-view keys of ``haystack_mvr.views`` (``mvr_matched_view``,
     ``mvr_matched_scope``, ``mvr_matched_span``, ``mvr_matched_text``). :meth:`run_batch` answers many query
     embeddings in one store call.
+
+    With ``granularity="snippet"`` the same index answers at a finer grain (as DensePhrases serves documents and
+    phrases from one index): the ``top_k`` best snippet views across all documents, each a snippet ``Document``
+    (``haystack_mvr.views.piece_document``: the snippet's text, id ``"{document id}#{start}-{end}"``, its view's
+    score, the source's ``meta`` plus ``mvr_source_id`` and ``mvr_source_span``), chunk-like results without
+    splitting anything. A document may give several. Exact: the search widens until no document left out can
+    hold a better snippet.
     """
 
     def __init__(
@@ -66,6 +76,7 @@ class MultiViewRetriever:
         top_k: int = 10,
         filter_policy: FilterPolicy | str = FilterPolicy.REPLACE,
         return_embedding: bool = False,
+        granularity: str = "document",
     ) -> None:
         """
         Create a MultiViewRetriever.
@@ -74,7 +85,10 @@ class MultiViewRetriever:
         :param filters: Default Haystack metadata filters.
         :param top_k: Default number of documents to return.
         :param filter_policy: How runtime ``filters`` combine with the default ones (``replace`` or ``merge``).
-        :param return_embedding: Return each document's views in ``meta["mvr_views"]`` (bulky; off by default).
+        :param return_embedding: Return each document's views in ``meta["mvr_views"]`` (bulky; off by default;
+            snippets never carry views).
+        :param granularity: ``"document"`` (unique documents by their best view) or ``"snippet"`` (the best snippet
+            views across documents, each as its own ``Document``).
         """
         if not isinstance(document_store, MultiViewDocumentStore):
             msg = (
@@ -83,6 +97,10 @@ class MultiViewRetriever:
             )
             raise ValueError(msg)
         check_top_k(top_k)
+        if granularity not in GRANULARITIES:
+            msg = f"granularity must be one of {list(GRANULARITIES)}, got {granularity!r}."
+            raise ValueError(msg)
+        self.granularity = granularity
         self.document_store = document_store
         self.filters = filters
         self.top_k = top_k
@@ -99,6 +117,7 @@ class MultiViewRetriever:
             top_k=self.top_k,
             filter_policy=self.filter_policy.value,
             return_embedding=self.return_embedding,
+            granularity=self.granularity,
         )
 
     @classmethod
@@ -199,13 +218,26 @@ class MultiViewRetriever:
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
-        documents = self._searched(
-            encoder,
-            lambda: self.document_store.search(
-                query, top_k=top_k, filters=filters, return_embedding=self.return_embedding
-            ),
-        )
+        documents = self._searched(encoder, lambda: self._search(query, top_k, filters))
         return {"documents": documents}
+
+    def _search(self, query: Any, top_k: int, filters: dict[str, Any] | None) -> list[Document]:
+        store = self.document_store
+        if self.granularity == "snippet":
+            return top_snippets(
+                lambda depth: store.search(query, top_k=depth, filters=filters, return_embedding=True), query, top_k
+            )
+        return store.search(query, top_k=top_k, filters=filters, return_embedding=self.return_embedding)
+
+    async def _search_async(self, query: Any, top_k: int, filters: dict[str, Any] | None) -> list[Document]:
+        store = self.document_store
+        if self.granularity == "snippet":
+            return await top_snippets_async(
+                lambda depth: store.search_async(query, top_k=depth, filters=filters, return_embedding=True),
+                query,
+                top_k,
+            )
+        return await store.search_async(query, top_k=top_k, filters=filters, return_embedding=self.return_embedding)
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -220,12 +252,7 @@ class MultiViewRetriever:
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
-        documents = await self._searched_async(
-            encoder,
-            lambda: self.document_store.search_async(
-                query, top_k=top_k, filters=filters, return_embedding=self.return_embedding
-            ),
-        )
+        documents = await self._searched_async(encoder, lambda: self._search_async(query, top_k, filters))
         return {"documents": documents}
 
     def run_batch(
@@ -246,6 +273,9 @@ class MultiViewRetriever:
         """
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        if self.granularity == "snippet":  # one widening search per query
+            documents = self._searched(encoder, lambda: [self._search(q, top_k, filters) for q in query_embeddings])
+            return {"documents": documents}
         documents = self._searched(
             encoder,
             lambda: self.document_store.search_batch(

@@ -1,4 +1,4 @@
-"""Training readers (extractive span heads, Fusion-in-Decoder) on squad-mv with transformers' Trainer.
+"""Training readers (extractive span heads, Fusion-in-Decoder, LoRA generative) with transformers' Trainer.
 
 The names below load on first use (PEP 562): ``haystack-mvr train-reader`` parses its arguments and checks
 ``--model`` from ``readers.arguments`` alone, before torch is imported.
@@ -24,6 +24,19 @@ if TYPE_CHECKING:
         fid_examples,
         train_fid_reader,
     )
+    from haystack_mvr.training.readers.generative import (
+        GenerativeCollator,
+        generate_answers,
+        generative_features,
+        load_generative_reader,
+        merge_generative_adapter,
+        read_examples,
+        save_merged,
+        squad_mv_examples,
+        train_from_examples,
+        train_generative_reader,
+    )
+    from haystack_mvr.training.readers.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages
     from haystack_mvr.training.readers.retrieved_passages import (
         bm25_top_passages,
         passages_with_gold,
@@ -39,6 +52,18 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "FusionInDecoderCollator": "fusion_in_decoder",
+    "GENERATIVE_READER_TEMPLATE": "generative_prompt",
+    "GenerativeCollator": "generative",
+    "generate_answers": "generative",
+    "generative_features": "generative",
+    "load_generative_reader": "generative",
+    "merge_generative_adapter": "generative",
+    "read_examples": "generative",
+    "reader_messages": "generative_prompt",
+    "save_merged": "generative",
+    "squad_mv_examples": "generative",
+    "train_from_examples": "generative",
+    "train_generative_reader": "generative",
     "FusionInDecoderTrainer": "fusion_in_decoder",
     "ReaderTrainingArguments": "arguments",
     "bert2bert": "fusion_in_decoder",
@@ -58,8 +83,10 @@ _MODULES = {
 }
 
 __all__ = [
+    "GENERATIVE_READER_TEMPLATE",
     "FusionInDecoderCollator",
     "FusionInDecoderTrainer",
+    "GenerativeCollator",
     "ReaderTrainingArguments",
     "SharedNormalizationCollator",
     "SharedNormalizationTrainer",
@@ -67,11 +94,21 @@ __all__ = [
     "bm25_top_passages",
     "extractive_features",
     "fid_examples",
+    "generate_answers",
+    "generative_features",
+    "load_generative_reader",
+    "merge_generative_adapter",
     "passages_with_gold",
+    "read_examples",
     "read_retrieved",
+    "reader_messages",
+    "save_merged",
     "shared_normalization_examples",
+    "squad_mv_examples",
     "train_extractive_reader",
     "train_fid_reader",
+    "train_from_examples",
+    "train_generative_reader",
     "training_passages",
     "training_questions",
     "write_retrieved",

@@ -1,0 +1,274 @@
+"""Answers from built contexts (issue 38): EM / F1 of each reader on each context, tokens and latency per question.
+
+    python -m benchmarks.rag_context --tier pages                    # the contexts (runs/rag/pages/contexts-dev.json)
+    python -m benchmarks.rag_answers --tier pages --extractive runs/reader-extractive-sn --questions 400
+    python -m benchmarks.rag_answers --tier pages --generative-predictions runs/rag/generative-predictions.json
+
+Readers: the extractive reader (``haystack-mvr train-reader --kind extractive``, served by Haystack's
+``TransformersExtractiveReader``, top answer over all passages) and the generative reader (``haystack-mvr
+train-reader --kind generative``: SmolLM2-135M-Instruct with a LoRA adapter, served by Haystack's
+``HuggingFaceLocalChatGenerator``). The generative reader's answers may come from a predictions file written on a
+GPU by benchmarks/device_generative.py from the same contexts (``--export-prompts`` writes its input), or be computed
+here through the Haystack pipeline (``--generative MERGED_FOLDER``).
+
+Rows: the contexts of benchmarks/rag_context.py at 128, 256 and 512 tokens, and the top 3 documents whole. Each
+reader's paired differences follow its table (mean per-question EM difference and its paired 95% interval), for the
+issue's claims: every reader at 256 tokens of built context within 1 EM of the same reader on whole documents; the
+generative reader with the hybrid and the builder >= Haystack's chunked RAG + 5 EM and >= BM25's whole documents +
+2 EM at equal or fewer tokens.
+
+Writes benchmarks/results/rag_answers.<tier>[.NAME].json / .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":
+    _early = argparse.ArgumentParser(add_help=False)
+    _early.add_argument("--threads", type=int, default=1)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_var] = str(_early.parse_known_args()[0].threads)
+
+from benchmarks.rag_context import RESULTS, context_text
+from benchmarks.rag_retrieval import CACHE, TIERS, load_rag_tier
+from haystack_mvr.evaluation.answer_metrics import paired_difference, question_scores
+
+READER_ROWS = (
+    ("builder after hybrid", 128),
+    ("builder after hybrid", 256),
+    ("builder after hybrid", 512),
+    ("builder after multi-view", 128),
+    ("builder after multi-view", 512),
+    ("matched snippets", 128),
+    ("matched snippets", 512),
+    ("chunks", 128),
+    ("chunks", 256),
+    ("chunks", 512),
+    ("chunks + sentence window", 512),
+    ("BM25 documents", 512),
+    ("BM25 documents", "whole"),
+    ("hybrid documents", "whole"),
+    ("gold ceiling", "whole"),
+)
+CLAIMS = (
+    # (row, against, what the issue asks)
+    (("builder after hybrid", 256), ("hybrid documents", "whole"), "within 1 EM of whole documents"),
+    (("builder after hybrid", 128), ("chunks", 128), "generative: >= chunked RAG + 5 EM at equal tokens"),
+    (("builder after hybrid", 512), ("chunks", 512), "generative: >= chunked RAG + 5 EM at equal tokens"),
+    (("builder after hybrid", 512), ("BM25 documents", "whole"), "generative: >= BM25 whole documents + 2 EM"),
+    (("builder after hybrid", 256), ("BM25 documents", "whole"), "generative: >= BM25 whole documents + 2 EM"),
+)
+
+
+def row_key(row: tuple[str, Any]) -> str:
+    return f"{row[0]} @ {row[1]}"
+
+
+def load_contexts(tier: str, cache: Path, split: str = "dev") -> dict[str, Any]:
+    return json.loads((cache / tier / f"contexts-{split}.json").read_text(encoding="utf-8"))
+
+
+def passages(spans, texts: dict[str, str]) -> list[str]:
+    return [texts[d][s:e] for d, s, e in spans]
+
+
+def sample(ids: list[str], n: int | None) -> list[int]:
+    """The first ``n`` of a fixed random order (seed 0), in question order: a smaller sample is a subset."""
+    import random
+
+    order = list(range(len(ids)))
+    if n is None or n >= len(order):
+        return order
+    random.Random(0).shuffle(order)
+    return sorted(order[:n])
+
+
+def export_prompts(tiers: list[str], cache: Path, path: Path) -> None:
+    """The generative reader's inputs for every tier and row: ``{tier: {question_ids, questions, rows: {row:
+    [[passage, ...] per question]}}}``, gzipped JSON (benchmarks/device_generative.py reads it)."""
+    payload = {}
+    for tier_name in tiers:
+        tier = load_rag_tier(tier_name)
+        texts = {d.id: d.content for d in tier.documents}
+        saved = load_contexts(tier_name, cache)
+        by_id = {q.id: q for q in tier.questions}
+        rows = {}
+        for row in READER_ROWS:
+            name, budget = row
+            rows[row_key(row)] = [passages(c[name][str(budget)], texts) for c in saved["contexts"]]
+        payload[tier_name] = {
+            "question_ids": saved["question_ids"],
+            "questions": [by_id[i].question for i in saved["question_ids"]],
+            "rows": rows,
+        }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump(payload, f)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def extractive_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
+    """Top answer per question and row from Haystack's TransformersExtractiveReader, and its ms per question."""
+    from haystack import Document
+    from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
+
+    reader = TransformersExtractiveReader(model=folder, top_k=1, no_answer=False, max_seq_length=256, stride=64)
+    reader.warm_up()
+    predictions, latency = {}, {}
+    for row in rows:
+        name, budget = row
+        answers, seconds = [], []
+        for q, c in zip(questions, contexts, strict=True):
+            docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
+            start = time.perf_counter()
+            found = reader.run(query=q.question, documents=docs)["answers"] if docs else []
+            seconds.append(time.perf_counter() - start)
+            answers.append(found[0].data if found and found[0].data else "")
+        predictions[row_key(row)] = answers
+        latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
+        print(f"  extractive {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
+    return predictions, latency
+
+
+def tokens_per_question(contexts, texts, rows, counter) -> dict[str, float]:
+    out = {}
+    for row in rows:
+        name, budget = row
+        counts = [counter.count(context_text(c[name][str(budget)], texts)) for c in contexts[:300]]
+        out[row_key(row)] = round(statistics.fmean(counts), 1)
+    return out
+
+
+def table(predictions: dict[str, list[str]], answers: list[list[str]]) -> dict[str, dict[str, float]]:
+    out = {}
+    for key, predicted in predictions.items():
+        em, f1 = question_scores(predicted, answers)
+        out[key] = {"EM": round(100 * statistics.fmean(em), 1), "F1": round(100 * statistics.fmean(f1), 1)}
+    return out
+
+
+def claims(predictions: dict[str, list[str]], answers: list[list[str]]) -> list[dict[str, Any]]:
+    out = []
+    for row, against, asked in CLAIMS:
+        a, b = row_key(row), row_key(against)
+        if a not in predictions or b not in predictions:
+            continue
+        em_a, _ = question_scores(predictions[a], answers)
+        em_b, _ = question_scores(predictions[b], answers)
+        d = paired_difference([100 * x for x in em_a], [100 * x for x in em_b])
+        out.append({"row": a, "against": b, "asked": asked, "difference": d.mean, "low": d.low, "high": d.high})
+    return out
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    lines = [f"# Answers from built contexts: {payload['tier']} ({payload['questions']} dev questions)", ""]
+    lines += [payload["note"], ""]
+    readers = list(payload["readers"])
+    head = "| context | tokens / q | " + " | ".join(f"{r} EM | {r} F1 | {r} ms / q" for r in readers) + " |"
+    lines += [head, "|---|---:|" + "---:|---:|---:|" * len(readers)]
+    for key, tokens in payload["tokens"].items():
+        cells = []
+        for r in readers:
+            cell = payload["readers"][r]["table"].get(key)
+            ms = payload["readers"][r].get("latency_ms", {}).get(key)
+            cells += [f"{cell['EM']:.1f}", f"{cell['F1']:.1f}"] if cell else ["", ""]
+            cells.append("" if ms is None else f"{ms:.0f}")
+        lines.append(f"| {key} | {tokens:.0f} | " + " | ".join(cells) + " |")
+    for r in readers:
+        lines += ["", f"**{r}**: {payload['readers'][r]['model']}", ""]
+        lines += ["| claim | row | against | EM difference [95% interval] |", "|---|---|---|---|"]
+        for c in payload["readers"][r]["claims"]:
+            lines.append(
+                f"| {c['asked']} | {c['row']} | {c['against']} | {c['difference']:+.1f} [{c['low']:+.1f}, "
+                f"{c['high']:+.1f}] |"
+            )
+    lines += ["", f"Machine: {payload['machine']}", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tier", choices=TIERS, default=None)
+    parser.add_argument("--questions", type=int, default=None, help="A fixed random sample (seed 0).")
+    parser.add_argument("--extractive", default=None, help="A train-reader --kind extractive folder.")
+    parser.add_argument("--generative-predictions", type=Path, default=None)
+    parser.add_argument("--generative-model", default=None, help="What produced --generative-predictions (a note).")
+    parser.add_argument("--export-prompts", type=Path, default=None, help="Write the generative reader's inputs.")
+    parser.add_argument("--tiers", nargs="+", default=list(TIERS), help="With --export-prompts.")
+    parser.add_argument("--cache-dir", type=Path, default=CACHE)
+    parser.add_argument("--name", default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    if args.export_prompts:
+        export_prompts(args.tiers, args.cache_dir, args.export_prompts)
+        return
+    if args.tier is None:
+        parser.error("--tier is required")
+    import torch
+
+    from benchmarks.packaged_model import packaged_minilm
+    from benchmarks.rag_context import TokenCounter
+
+    torch.set_num_threads(args.threads)
+    tier = load_rag_tier(args.tier)
+    texts = {d.id: d.content for d in tier.documents}
+    saved = load_contexts(args.tier, args.cache_dir)
+    by_id = {q.id: q for q in tier.questions}
+    keep = sample(saved["question_ids"], args.questions)
+    questions = [by_id[saved["question_ids"][i]] for i in keep]
+    contexts = [saved["contexts"][i] for i in keep]
+    answers = [q.answers for q in questions]
+    counter = TokenCounter(packaged_minilm())
+    rows = list(READER_ROWS)
+    readers: dict[str, Any] = {}
+    if args.extractive:
+        predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
+        readers["extractive"] = {
+            "model": f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)",
+            "table": table(predictions, answers),
+            "latency_ms": latency,
+            "claims": claims(predictions, answers),
+            "predictions": predictions,
+        }
+    if args.generative_predictions:
+        saved_predictions = json.loads(args.generative_predictions.read_text(encoding="utf-8"))[args.tier]
+        index = {qid: i for i, qid in enumerate(saved_predictions["question_ids"])}
+        predictions = {
+            key: [values[index[q.id]] for q in questions] for key, values in saved_predictions["rows"].items()
+        }
+        readers["generative"] = {
+            "model": args.generative_model or saved_predictions.get("model", str(args.generative_predictions)),
+            "table": table(predictions, answers),
+            "latency_ms": saved_predictions.get("latency_ms", {}),
+            "claims": claims(predictions, answers),
+            "predictions": predictions,
+        }
+    payload = {
+        "tier": args.tier,
+        "questions": len(questions),
+        "question_ids": [q.id for q in questions],
+        "note": (
+            "Contexts from benchmarks/rag_context.py (tokens: all-MiniLM-L6-v2 WordPiece, no special tokens); "
+            "'whole' = the top 3 documents whole. Latency: the reader alone, median ms per question."
+        ),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
+        "tokens": tokens_per_question(contexts, texts, rows, counter),
+        "readers": readers,
+    }
+    name = f"rag_answers.{args.tier}" + (f".{args.name}" if args.name else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    (RESULTS / f"{name}.md").write_text(markdown(payload), encoding="utf-8")
+    print(markdown(payload))
+
+
+if __name__ == "__main__":
+    main()
