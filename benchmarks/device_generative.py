@@ -35,7 +35,8 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 PART_SIZE = 50_000_000
 STASH = Path("/tmp/generative-stash")
-EXAMPLES = Path(".gpu/generative-examples.jsonl.gz")
+STARTED = time.time()
+EXAMPLES = Path(".gpu/generative-examples.json.gz")
 PROMPTS = Path(".gpu/generative-prompts.json.gz")
 
 
@@ -157,21 +158,40 @@ def run_generative_training(base: str, examples, output_dir: Path, **kwargs):
 
 
 def read_examples(path: Path) -> list[dict]:
+    """benchmarks/generative_examples.py's file as the reader's examples (passages cut from the documents)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+        payload = json.load(f)
+    texts = payload["documents"]
+    return [
+        {
+            "id": e["id"],
+            "question": e["question"],
+            "answer": e["answer"],
+            "passages": [texts[d][s:end] for d, s, end in e["spans"]],
+        }
+        for e in payload["examples"]
+    ]
 
 
-def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_length: int) -> dict:
-    """Every tier's and row's answers; items sorted by length and batched by size (long pages in small batches)."""
+def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_length: int, deadline: float, save) -> dict:
+    """Every tier's and row's answers, tiers and rows in the file's order (the claims' rows first); items sorted by
+    length and batched by size (long pages in small batches). ``save(out)`` runs after each row; rows that would
+    start after ``deadline`` (a ``time.time()``) are left out, so a call that runs short still brings back the rest."""
     from haystack_mvr.training.readers import generative
 
     out = {}
     for tier, payload in prompts.items():
         ids = payload["question_ids"][:limit]
         questions = payload["questions"][:limit]
+        texts = payload["documents"]
         rows, latency = {}, {}
-        for key, passages in payload["rows"].items():
-            items = list(zip(questions, passages[:limit], strict=True))
+        out[tier] = {"question_ids": ids, "rows": rows, "batched_ms_per_question": latency}
+        for key, spans in payload["rows"].items():
+            if time.time() > deadline:
+                print(f"  {tier} {key}: left out (deadline)", flush=True)
+                continue
+            passages = [[texts[d][s:e] for d, s, e in question] for question in spans[:limit]]
+            items = list(zip(questions, passages, strict=True))
             order = sorted(range(len(items)), key=lambda i: sum(len(p) for p in items[i][1]))
             answers: list[str] = [""] * len(items)
             start = time.perf_counter()
@@ -189,7 +209,7 @@ def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_lengt
             rows[key] = answers
             latency[key] = round(1000 * (time.perf_counter() - start) / max(len(items), 1), 2)
             print(f"  {tier} {key}: {len(items)} answers, {latency[key]} ms a question (batched)", flush=True)
-        out[tier] = {"question_ids": ids, "rows": rows, "batched_ms_per_question": latency}
+            save(out)
     return out
 
 
@@ -226,10 +246,17 @@ def run(args) -> None:
     with gzip.open(PROMPTS, "rt", encoding="utf-8") as f:
         prompts = json.load(f)
     limit = 4 if args.dry_run else None
-    predictions = answer_prompts(model, tokenizer, prompts, limit, args.answer_max_length)
-    for tier in predictions.values():
-        tier["model"] = f"SmolLM2-135M-Instruct + LoRA ({json.dumps(summary)[:300]})"
-    (out / "generative-predictions.json").write_text(json.dumps(predictions) + "\n", encoding="utf-8")
+    model_note = (
+        f"SmolLM2-135M-Instruct + LoRA r={summary.get('lora_r')}, {summary.get('steps')} steps, {environment()}"
+    )
+
+    def save(predictions: dict) -> None:
+        for tier in predictions.values():
+            tier["model"] = model_note
+        (out / "generative-predictions.json").write_text(json.dumps(predictions) + "\n", encoding="utf-8")
+
+    deadline = STARTED + args.deadline_s
+    save(answer_prompts(model, tokenizer, prompts, limit, args.answer_max_length, deadline, save))
     print(f"done in {time.perf_counter() - start:.0f} s", flush=True)
 
 
@@ -248,6 +275,7 @@ def main() -> None:
     r.add_argument("--batch-size", type=int, default=32)
     r.add_argument("--learning-rate", type=float, default=2e-4)
     r.add_argument("--max-length", type=int, default=768)
+    r.add_argument("--deadline-s", type=float, default=540.0, help="Start no new row of answers after this.")
     r.add_argument("--answer-max-length", type=int, default=4096, help="Prompt tokens (whole pages: ~3,500).")
     args = parser.parse_args()
     {"prepare": prepare, "stash": stash, "run": run}[args.command](args)

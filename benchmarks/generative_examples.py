@@ -2,14 +2,15 @@
 
     python -m benchmarks.rag_retrieval --tier squad-mv --split train
     python -m benchmarks.rag_context --tier squad-mv --split train --budgets 128 256 512 --no-results
-    python -m benchmarks.generative_examples runs/rag/generative-examples.jsonl.gz
+    python -m benchmarks.generative_examples .gpu/generative-examples.json.gz
 
 Each squad-mv training question (training articles only, never a dev article) gets, at each budget, the pieces
 ``MultiViewContextBuilder`` built from the hybrid's top 10 paragraphs (benchmarks/rag_context.py's ``builder after
 hybrid`` row), as the reader will read them at answer time. Gold ensured: when the answer is not in the pieces, the
 gold paragraph's text around the answer (a quarter of the budget, at least 48 tokens) replaces the lowest-scored
 pieces it needs room for, at a random position (seed 0), so that every example can be answered from its context.
-Lines: ``{"id", "question", "passages": [str, ...], "answer"}`` (``haystack-mvr train-reader --kind generative
+The file keeps passages as spans into the paragraphs it names (``expand`` gives the reader's ``{"id", "question",
+"passages", "answer"}`` examples; ``--jsonl`` writes those lines for ``haystack-mvr train-reader --kind generative
 --examples-file``).
 """
 
@@ -28,29 +29,32 @@ from haystack_mvr.evaluation.answer_matching import has_answer
 ROW = "builder after hybrid"
 
 
-def gold_window(question, text: str, budget: int, counter: TokenCounter) -> str:
+def gold_window(question, text: str, budget: int, counter: TokenCounter) -> tuple[int, int]:
     start = question.answer_starts[0] if question.answer_starts else max(text.find(question.answers[0]), 0)
-    lo, hi = counter.window(text, start, max(48, budget // 4))
-    return text[lo:hi]
+    return counter.window(text, start, max(48, budget // 4))
 
 
-def ensured(question, pieces: list[str], gold: str, budget: int, counter: TokenCounter, rng: random.Random):
-    """``pieces`` (best first) with ``gold`` put in at a random place, dropping the last pieces it needs room for."""
-    if has_answer(question.answers, "\n\n".join(pieces)):
-        return pieces, False
-    room = budget - counter.count(gold)
+def ensured(question, spans: list, gold: list, budget: int, texts: dict[str, str], counter, rng: random.Random):
+    """``spans`` (best first) with the ``gold`` span put in at a random place, dropping the last spans it needs room
+    for, when the answer is not in them already."""
+    if has_answer(question.answers, "\n\n".join(texts[d][s:e] for d, s, e in spans)):
+        return spans, False
+    room = budget - counter.count(texts[gold[0]][gold[1] : gold[2]])
     kept, used = [], 0
-    for piece in pieces:
-        n = counter.count(piece)
+    for d, s, e in spans:
+        n = counter.count(texts[d][s:e])
         if used + n > room:
             break
-        kept.append(piece)
+        kept.append([d, s, e])
         used += n
     kept.insert(rng.randint(0, len(kept)), gold)
     return kept, True
 
 
 def write_examples(cache: Path, path: Path, budgets=(128, 256, 512)) -> dict:
+    """Write ``{"documents": {id: text}, "examples": [{"id", "question", "answer", "spans"}]}`` (gzipped JSON):
+    passages as ``[document id, start, end]`` spans, which keeps the file small enough to travel to a GPU;
+    :func:`expand` turns it into the reader's ``{"id", "question", "passages", "answer"}`` examples."""
     from benchmarks.packaged_model import packaged_minilm
 
     tier = load_rag_tier("squad-mv", "train")
@@ -59,22 +63,37 @@ def write_examples(cache: Path, path: Path, budgets=(128, 256, 512)) -> dict:
     by_id = {q.id: q for q in tier.questions}
     counter = TokenCounter(packaged_minilm())
     rng = random.Random(0)
-    count = inserted = 0
+    examples, inserted = [], 0
+    for qid, contexts in zip(saved["question_ids"], saved["contexts"], strict=True):
+        question = by_id[qid]
+        for budget in budgets:
+            gold = [question.positive_id, *gold_window(question, texts[question.positive_id], budget, counter)]
+            spans, added = ensured(question, contexts[ROW][str(budget)], gold, budget, texts, counter, rng)
+            examples.append(
+                {"id": f"{qid}@{budget}", "question": question.question, "answer": question.answers[0], "spans": spans}
+            )
+            inserted += added
+    used = {d for e in examples for d, _, _ in e["spans"]}
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as f:
-        for qid, contexts in zip(saved["question_ids"], saved["contexts"], strict=True):
-            question = by_id[qid]
-            for budget in budgets:
-                pieces = [texts[d][s:e] for d, s, e in contexts[ROW][str(budget)]]
-                gold = gold_window(question, texts[question.positive_id], budget, counter)
-                pieces, added = ensured(question, pieces, gold, budget, counter, rng)
-                line = {"id": f"{qid}@{budget}", "question": question.question, "passages": pieces}
-                f.write(json.dumps({**line, "answer": question.answers[0]}) + "\n")
-                count += 1
-                inserted += added
-    summary = {"examples": count, "gold_inserted": inserted, "budgets": list(budgets)}
-    print(f"wrote {path}: {summary}")
+        json.dump({"documents": {d: texts[d] for d in sorted(used)}, "examples": examples}, f)
+    summary = {"examples": len(examples), "gold_inserted": inserted, "budgets": list(budgets)}
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {summary}")
     return summary
+
+
+def expand(payload: dict) -> list[dict]:
+    """The reader's examples from :func:`write_examples`'s file."""
+    texts = payload["documents"]
+    return [
+        {
+            "id": e["id"],
+            "question": e["question"],
+            "passages": [texts[d][s:e_] for d, s, e_ in e["spans"]],
+            "answer": e["answer"],
+        }
+        for e in payload["examples"]
+    ]
 
 
 def main() -> None:
@@ -82,8 +101,14 @@ def main() -> None:
     parser.add_argument("output", type=Path)
     parser.add_argument("--budgets", type=int, nargs="+", default=[128, 256, 512])
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
+    parser.add_argument("--jsonl", type=Path, default=None, help="Also write the examples as train-reader lines.")
     args = parser.parse_args()
     write_examples(args.cache_dir / "squad-mv", args.output, args.budgets)
+    if args.jsonl:
+        with gzip.open(args.output, "rt", encoding="utf-8") as f:
+            examples = expand(json.load(f))
+        with open(args.jsonl, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(e) + "\n" for e in examples)
 
 
 if __name__ == "__main__":

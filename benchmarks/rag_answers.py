@@ -42,21 +42,21 @@ from benchmarks.rag_context import RESULTS, context_text
 from benchmarks.rag_retrieval import CACHE, TIERS, load_rag_tier
 from haystack_mvr.evaluation.answer_metrics import paired_difference, question_scores
 
-READER_ROWS = (
+READER_ROWS = (  # the claims' rows first: a GPU call that runs short brings those back
     ("builder after hybrid", 128),
     ("builder after hybrid", 256),
     ("builder after hybrid", 512),
+    ("chunks", 128),
+    ("chunks", 256),
+    ("chunks", 512),
+    ("BM25 documents", "whole"),
+    ("hybrid documents", "whole"),
     ("builder after multi-view", 128),
     ("builder after multi-view", 512),
     ("matched snippets", 128),
     ("matched snippets", 512),
-    ("chunks", 128),
-    ("chunks", 256),
-    ("chunks", 512),
     ("chunks + sentence window", 512),
     ("BM25 documents", 512),
-    ("BM25 documents", "whole"),
-    ("hybrid documents", "whole"),
     ("gold ceiling", "whole"),
 )
 CLAIMS = (
@@ -93,8 +93,9 @@ def sample(ids: list[str], n: int | None) -> list[int]:
 
 
 def export_prompts(tiers: list[str], cache: Path, path: Path) -> None:
-    """The generative reader's inputs for every tier and row: ``{tier: {question_ids, questions, rows: {row:
-    [[passage, ...] per question]}}}``, gzipped JSON (benchmarks/device_generative.py reads it)."""
+    """The generative reader's inputs for every tier and row, gzipped JSON (benchmarks/device_generative.py reads
+    it): ``{tier: {documents: {id: text}, question_ids, questions, rows: {row: [[[id, start, end], ...] per
+    question]}}}``, passages as spans into the documents named, which keeps the file small enough to travel."""
     payload = {}
     for tier_name in tiers:
         tier = load_rag_tier(tier_name)
@@ -104,8 +105,10 @@ def export_prompts(tiers: list[str], cache: Path, path: Path) -> None:
         rows = {}
         for row in READER_ROWS:
             name, budget = row
-            rows[row_key(row)] = [passages(c[name][str(budget)], texts) for c in saved["contexts"]]
+            rows[row_key(row)] = [c[name][str(budget)] for c in saved["contexts"]]
+        used = {d for spans in rows.values() for question in spans for d, _, _ in question}
         payload[tier_name] = {
+            "documents": {d: texts[d] for d in sorted(used)},
             "question_ids": saved["question_ids"],
             "questions": [by_id[i].question for i in saved["question_ids"]],
             "rows": rows,

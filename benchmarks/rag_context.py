@@ -42,6 +42,7 @@ if __name__ == "__main__":
         os.environ[_var] = str(_early.parse_known_args()[0].threads)
 
 import numpy as np
+from haystack import Document
 
 from benchmarks.rag_retrieval import CACHE, KEEP, TIERS, Tier, load_rag_tier, multi_view_store
 from haystack_mvr.evaluation.answer_matching import has_answer
@@ -149,7 +150,10 @@ def question_contexts(
     """Every context of one question: ``{row name: {budget or "whole": spans}}``."""
     out: dict[str, dict[Any, list[Span]]] = {}
     for name, system in BUILDER_ROWS.items():
-        candidates = [by_id[doc_id] for doc_id, *_ in row[system][:KEEP]]
+        candidates = [  # the upstream's documents with the upstream's scores, as a pipeline hands them on
+            Document(id=doc_id, content=by_id[doc_id].content, meta=by_id[doc_id].meta, score=score)
+            for doc_id, score, *_ in row[system][:KEEP]
+        ]
         out[name] = build(candidates, query)
     matched = [[d, *span] for d, _, span in row["multi-view"] if span is not None]
     documents = {
@@ -206,7 +210,9 @@ def summarize(questions, contexts, texts, counter: TokenCounter, budgets) -> dic
     for name in ROWS:
         cells = {}
         for b in budgets:
-            hits = [has_answer(q.answers, context_text(c[name][b], texts)) for q, c in zip(questions, contexts)]
+            hits = [
+                has_answer(q.answers, context_text(c[name][b], texts)) for q, c in zip(questions, contexts, strict=True)
+            ]
             tokens = [sum(counter.count(texts[d][s:e]) for d, s, e in c[name][b]) for c in contexts[:200]]
             pieces = [len(c[name][b]) for c in contexts]
             cells[str(b)] = {
@@ -240,6 +246,49 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tune(tier: Tier, cache: Path, model: str, budgets, n: int, weights, piece_tokens) -> dict[str, Any]:
+    """Answer in context of the builder after the hybrid on ``n`` training questions (evenly spread, never dev), for
+    each ``upstream_weight`` x ``piece_tokens``: how the builder's defaults were chosen."""
+    from haystack_mvr.components.builders import SOURCE_ID_KEY, SOURCE_SPAN_KEY, MultiViewContextBuilder
+
+    retrieved = json.loads((cache / "retrieved-train.json").read_text(encoding="utf-8"))
+    queries = np.load(cache / "queries-train.npy")
+    picks = [i * len(tier.questions) // n for i in range(n)]
+    store, _ = multi_view_store(tier, model, cache / "multi-view")
+    counter = TokenCounter(model)
+    texts = {d.id: d.content for d in tier.documents}
+    by_id = tier.by_id()
+    table: dict[str, dict[str, float]] = {}
+    for weight in weights:
+        for size in piece_tokens:
+            builder = MultiViewContextBuilder(
+                document_store=store, tokenizer=model, piece_tokens=size, upstream_weight=weight
+            )
+            builder.warm_up()
+            hits = dict.fromkeys(budgets, 0)
+            for i in picks:
+                row, question = retrieved["rows"][i], tier.questions[i]
+                candidates = [
+                    Document(id=d, content=by_id[d].content, meta=by_id[d].meta, score=score)
+                    for d, score in row["hybrid"]
+                ]
+                for b in budgets:
+                    pieces = builder.run(documents=candidates, query_embedding=queries[i].tolist(), budget_tokens=b)
+                    spans = [[p.meta[SOURCE_ID_KEY], *p.meta[SOURCE_SPAN_KEY]] for p in pieces["documents"]]
+                    hits[b] += has_answer(question.answers, context_text(spans, texts))
+            key = f"upstream_weight={weight}, piece_tokens={size}"
+            table[key] = {str(b): round(100 * hits[b] / n, 1) for b in budgets}
+            print(key, table[key], flush=True)
+    hybrid = {str(b): 0 for b in budgets}
+    for i in picks:
+        row, question = retrieved["rows"][i], tier.questions[i]
+        spans = [[d, 0, len(texts[d])] for d, _ in row["hybrid"]]
+        for b in budgets:
+            hybrid[str(b)] += has_answer(question.answers, context_text(fill(spans, texts, b, counter), texts))
+    table["hybrid documents (reference)"] = {b: round(100 * v / n, 1) for b, v in hybrid.items()}
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=TIERS, required=True)
@@ -250,6 +299,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-results", action="store_true", help="Write only the contexts file (training splits).")
+    parser.add_argument("--tune", type=int, default=None, metavar="N", help="Tune the builder on N training questions.")
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
+    parser.add_argument("--piece-tokens", type=int, nargs="+", default=[128, 256])
     args = parser.parse_args()
     import platform
 
@@ -259,6 +311,21 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     model = args.model or packaged_minilm()
+    if args.tune:
+        tier = load_rag_tier(args.tier, "train")
+        table = tune(tier, args.cache_dir / args.tier, model, args.budgets, args.tune, args.weights, args.piece_tokens)
+        payload = {"tier": args.tier, "questions": args.tune, "split": "train (evenly spread)", "table": table}
+        stem = f"rag_context.{args.tier}.tune"
+        (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        lines = [f"# Builder settings on {args.tune} training questions: {args.tier}", "", "Answer in context (%):", ""]
+        lines += [
+            "| setting | " + " | ".join(str(b) for b in args.budgets) + " |",
+            "|---|" + "---:|" * len(args.budgets),
+        ]
+        lines += [f"| {k} | " + " | ".join(f"{v[str(b)]:.1f}" for b in args.budgets) + " |" for k, v in table.items()]
+        lines += ["", f"Command: python -m benchmarks.rag_context --tier {args.tier} --tune {args.tune}", ""]
+        (RESULTS / f"{stem}.md").write_text("\n".join(lines), encoding="utf-8")
+        return
     tier = load_rag_tier(args.tier, args.split)
     cache = args.cache_dir / args.tier
     start = time.perf_counter()

@@ -6,7 +6,6 @@ Nothing heavy is imported at module level (Haystack, torch and transformers take
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,27 +48,25 @@ def check_model(model: str, *, reader: bool = False) -> str:
 
 
 def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
-    """Documents from a JSONL file of ``{"id", "title", "text"}`` records (the squad-mv corpus format)."""
+    """
+    Documents from a JSONL file of ``{"id", "title", "text"}`` records (the squad-mv corpus format), read by the
+    reader ``haystack-mvr eval`` uses (``haystack_mvr.datasets.load_corpus``): a bad line exits with one line that
+    names the file and the line (``corpus.jsonl:2: not valid JSON (...)``).
+    """
     from haystack import Document
+
+    from haystack_mvr.datasets import load_corpus
 
     if not path.is_file():
         shared = " (the shared data sits beside this clone, in ../shared/data/squad-mv/)"
         where = shared if path == DEFAULT_CORPUS else ""
         msg = f'No corpus at {path}{where}: pass --corpus your.jsonl, one {{"id", "title", "text"}} per line.'
         raise SystemExit(msg)
-    documents = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not isinstance(record.get("text"), str) or not record["text"].strip():
-                raise SystemExit(f"{path}:{line_no}: field 'text' must be a non-empty string.")
-            meta = {"title": record.get("title", "")}
-            documents.append(Document(id=str(record.get("id", line_no)), content=record["text"], meta=meta))
-            if limit and len(documents) >= limit:
-                break
-    return documents
+    try:
+        passages = load_corpus(path, limit=limit or None)
+    except (OSError, ValueError) as e:
+        raise SystemExit(str(e)) from e
+    return [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in passages]
 
 
 def pipeline_yaml(pipeline: Pipeline, header: str) -> str:

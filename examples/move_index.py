@@ -2,16 +2,20 @@
 
 Every document travels with all its views, snippet spans and the encoder record, in batches (memory: one batch of
 views beside the stores themselves), through ``haystack_mvr.document_stores.copy_documents``. ``--verify N`` then
-runs N random queries, filtered and not, on both stores and reports whether they answer alike.
+checks that the target holds as many documents as the source (those matching ``--filter``), and runs N random
+queries on both, unfiltered and (when the documents have a scalar meta field) filtered by one, comparing the
+ranked ids, scores, matched views and spans; the exit status is 1 when anything differs.
 
     python examples/move_index.py --from faiss:runs/quickstart-index --to qdrant-path:runs/qdrant-moved --verify 20
     python examples/move_index.py --from qdrant-path:runs/qdrant --index squad_mv --to faiss:runs/faiss-moved
     QDRANT_API_KEY=... python examples/move_index.py --from faiss:runs/quickstart-index \\
         --to qdrant-url:https://xyz.cloud.qdrant.io:6333 --index squad_mv --batch-size 512
 
-A store is ``faiss:FOLDER`` (a saved FaissMultiViewDocumentStore; as a target it is saved there, with
+A store is ``faiss:FOLDER`` (a saved FaissMultiViewDocumentStore, or a folder where ``examples/quickstart.py`` or
+``haystack-mvr eval --index-dir`` keeps its index, whose ``store/`` is read; as a target it is saved there, with
 ``--index-factory``), ``qdrant-path:FOLDER`` (qdrant-client's local mode; open only folders you wrote) or
-``qdrant-url:URL`` (a server or cluster; the API key from ``--api-key-env``). The target must not hold these
+``qdrant-url:URL`` (a server or cluster; the API key from ``--api-key-env``). A source without documents (a missing
+or empty folder, another collection name) is an error that says what is there. The target must not hold these
 documents yet, unless ``--overwrite`` (which also resumes a copy that stopped midway).
 """
 
@@ -21,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 KINDS = ("faiss", "qdrant-path", "qdrant-url")
@@ -50,8 +55,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: int | None = None) -> Any:
     if kind == "faiss":
-        from pathlib import Path
-
         from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 
         if Path(where).exists():
@@ -77,6 +80,76 @@ def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: i
     )
 
 
+def _listing(folder: Path) -> str:
+    """What a folder holds, for an error message: ``a, b/, c`` (the first 10 entries)."""
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    more = f" and {len(entries) - 10} more" if len(entries) > 10 else ""
+    return ", ".join(entries[:10]) + more
+
+
+def faiss_source_folder(where: str) -> Path:
+    """
+    The saved FAISS store ``faiss:where`` names: the folder itself, or the ``store/`` of a saved-index cache (what
+    ``examples/quickstart.py`` leaves in runs/quickstart-index); exits, saying what is there, when neither holds one.
+    """
+    from haystack_mvr.document_stores.faiss.persistence import exists as holds_saved_store
+    from haystack_mvr.evaluation.saved_index import KEY_FILE, STORE_FOLDER
+
+    folder = Path(where)
+    spec = f"faiss:{where}"
+    if not folder.exists():
+        msg = (
+            f"{spec}: {folder} does not exist, so there is nothing to copy. Build an index first "
+            "(python examples/quickstart.py saves one in runs/quickstart-index; examples/index_corpus.py --index-dir)."
+        )
+        raise SystemExit(msg)
+    if not folder.is_dir():
+        raise SystemExit(f"{spec}: {folder} is a file, not a folder holding a saved FAISS store.")
+    if holds_saved_store(folder):
+        return folder
+    if (folder / KEY_FILE).is_file() and holds_saved_store(folder / STORE_FOLDER):
+        print(
+            f"{folder} is a saved-index cache ({KEY_FILE}, {STORE_FOLDER}/): reading its store, {folder / STORE_FOLDER}"
+        )
+        return folder / STORE_FOLDER
+    found = _listing(folder)
+    what = f"holds no saved FAISS store (found: {found})" if found else "is an empty folder"
+    msg = f"{spec}: {folder} {what}, so there is nothing to copy. Name the folder a store was saved to."
+    raise SystemExit(msg)
+
+
+def open_source(kind: str, where: str, args: argparse.Namespace) -> tuple[Any, int]:
+    """The source store and how many documents it will give (those matching ``--filter``); exits, saying what it
+    found, when that is none."""
+    spec = f"{kind}:{where}"
+    if kind == "faiss":
+        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+        folder = faiss_source_folder(where)
+        store = FaissMultiViewDocumentStore(index_path=str(folder))
+        found = f"the saved store in {folder}"
+    else:
+        if kind == "qdrant-path" and not Path(where).is_dir():
+            raise SystemExit(f"{spec}: {where} does not exist (or is not a folder), so there is nothing to copy.")
+        store = open_store(kind, where, args)
+        found = f"collection {args.index!r}"
+    count = store.count_documents_by_filter(args.filter) if args.filter else store.count_documents()
+    if count:
+        return store, count
+    total = store.count_documents() if args.filter else 0
+    if total:
+        msg = f"{spec}: no documents match --filter {json.dumps(args.filter)} ({found} holds {total})."
+    elif kind == "faiss":
+        msg = f"{spec}: {found} holds no documents, so there is nothing to copy."
+    else:
+        names = sorted(c.name for c in store.client.get_collections().collections)
+        there = f"collections there: {', '.join(names)}" if names else "no collections there"
+        msg = f"{spec}: {found} holds no documents ({there}); name the one to copy with --index."
+    if hasattr(store, "close"):
+        store.close()
+    raise SystemExit(msg)
+
+
 def dimension(store: Any) -> int | None:
     """The view dimension of a store's first document with views (``None`` when none has any)."""
     from haystack_mvr.views import document_views
@@ -89,35 +162,79 @@ def dimension(store: Any) -> int | None:
     return None
 
 
-def verify(source: Any, target: Any, dim: int, count: int) -> int:
-    """Random queries, unfiltered and filtered by the first meta key found: how many answers differ."""
+def _and(copied: dict[str, Any] | None, filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    if copied is None or filters is None:
+        return copied or filters
+    return {"operator": "AND", "conditions": [copied, filters]}
+
+
+def _answer(hit: Any) -> tuple[Any, ...]:
+    from haystack_mvr.views import MATCHED_SPAN_KEY, MATCHED_VIEW_KEY
+
+    span = hit.meta.get(MATCHED_SPAN_KEY)
+    return hit.id, hit.meta.get(MATCHED_VIEW_KEY), None if span is None else tuple(span)
+
+
+def verify(source: Any, target: Any, dim: int | None, count: int, copied: dict[str, Any] | None) -> int:
+    """
+    Check the copy: the target holds the source's ``copied`` documents (as many as the source, ``filters=copied``)
+    and ``count`` random queries, unfiltered and filtered by the first scalar meta field found, rank the same
+    documents with the same scores, matched views and spans on both. Returns how many checks failed.
+    """
     import numpy as np
 
+    expected = source.count_documents_by_filter(copied) if copied else source.count_documents()
+    held = target.count_documents()
+    failed = 0
+    if held == expected:
+        print(f"Verified: {expected} documents in both stores.")
+    else:
+        where = " matching --filter" if copied else ""
+        print(f"Differ: the target holds {held} documents, the source {expected}{where}.")
+        failed += 1
+    if dim is None:
+        print("The documents carry no views: no queries to compare.")
+        return failed
     queries = np.random.default_rng(0).normal(size=(count, dim)).astype(np.float32)
-    first = next(iter(source.export_documents(batch_size=1)), [None])[0]
-    key = next((k for k in (first.meta if first else {}) if not k.startswith("mvr_")), None)
-    filters = [None]
-    if key is not None and isinstance(first.meta[key], (str, int, float, bool)):
-        filters.append({"field": f"meta.{key}", "operator": "==", "value": first.meta[key]})
+    first = next(iter(source.export_documents(batch_size=1, filters=copied)), [None])[0]
+    meta = first.meta if first is not None else {}
+    key = next(
+        (k for k, v in meta.items() if not k.startswith("mvr_") and isinstance(v, (str, int, float, bool))), None
+    )
+    settings: list[dict[str, Any] | None] = [None]
+    if key is not None:
+        settings.append({"field": f"meta.{key}", "operator": "==", "value": meta[key]})
     differ = 0
-    for f in filters:
-        for a, b in zip(source.search_batch(queries, 10, f), target.search_batch(queries, 10, f), strict=True):
-            same_ids = [h.id for h in a] == [h.id for h in b]
-            same_scores = np.allclose([h.score for h in a], [h.score for h in b], rtol=1e-4, atol=1e-5)
-            differ += not (same_ids and same_scores)
-    print(f"Verified {len(filters) * count} queries ({len(filters)} filter settings): {differ} differ.")
-    return differ
+    for f in settings:
+        answers = zip(
+            source.search_batch(queries, 10, _and(copied, f)), target.search_batch(queries, 10, f), strict=True
+        )
+        for a, b in answers:
+            same = [_answer(h) for h in a] == [_answer(h) for h in b]
+            same = same and np.allclose([h.score for h in a], [h.score for h in b], rtol=1e-4, atol=1e-5)
+            differ += not same
+    print(f"Verified {len(settings) * count} queries ({len(settings)} filter settings): {differ} differ.")
+    return failed + differ
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.source == args.target:
         raise SystemExit("--from and --to name the same store.")
+    if args.target[0] == "faiss":
+        from haystack_mvr.evaluation.saved_index import KEY_FILE
+
+        if (Path(args.target[1]) / KEY_FILE).is_file():
+            msg = (
+                f"faiss:{args.target[1]} is a saved-index cache (it holds {KEY_FILE}): its index is rebuilt from its "
+                "corpus and model, never written by hand. Pick another target folder."
+            )
+            raise SystemExit(msg)
     from haystack.document_stores.types import DuplicatePolicy
 
     from haystack_mvr.document_stores import copy_documents
 
-    source = open_store(*args.source, args)
+    source, _ = open_source(*args.source, args)
     dim = dimension(source)
     target = open_store(*args.target, args, embedding_dim=dim)
     policy = DuplicatePolicy.OVERWRITE if args.overwrite else DuplicatePolicy.FAIL
@@ -127,11 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         target.save(args.target[1])
     seconds = time.perf_counter() - started
     print(f"Copied {copied} documents from {':'.join(args.source)} to {':'.join(args.target)} in {seconds:.1f} s.")
-    differ = verify(source, target, dim, args.verify) if args.verify and dim is not None and not args.filter else 0
+    failed = verify(source, target, dim, args.verify, args.filter) if args.verify else 0
     for store in (source, target):
         if hasattr(store, "close"):
             store.close()
-    return 1 if differ else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -41,19 +41,31 @@ def build_or_load(documents_from: Path, model: str, limit: int | None, index_dir
         print(f"Loaded {store.count_documents()} documents from {index_dir} (built earlier from {documents_from})")
         return store
 
+    say(f"Reading the corpus {documents_from}" + (f" (the first {limit} documents)" if limit else ""))
     documents = read_corpus(documents_from, limit)
+    say(f"Read {len(documents)} documents")
     store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()
     indexing.add_component("embedder", MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=EMBEDDED_META))
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
+    say(
+        f"Encoding {len(documents)} documents with {model} into multi-view vectors (a few minutes for the "
+        "squad-mv corpus on a laptop CPU; a progress bar follows once the model is loaded)"
+    )
     start = time.perf_counter()
     indexing.run({"embedder": {"documents": documents}})
-    print(f"Indexed {store.count_documents()} documents from {documents_from} in {time.perf_counter() - start:.0f} s")
+    say(f"Indexed {store.count_documents()} documents from {documents_from} in {time.perf_counter() - start:.0f} s")
     if index_dir:
+        say(f"Saving the index to {index_dir}")
         save_index(store, index_dir, key)
-        print(f"Saved the index to {index_dir}; the next run loads it instead of encoding again")
+        say(f"Saved the index to {index_dir}; the next run loads it instead of encoding again")
     return store
+
+
+def say(message: str) -> None:
+    """One step of the quickstart, printed at once (the encoding between two steps can take minutes)."""
+    print(message, flush=True)
 
 
 def print_hits(question: str, documents: list) -> None:

@@ -26,8 +26,9 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         type=Path,
         default=None,
         help="Save the encoded corpus here and reuse it on later runs over the same corpus, model and settings "
-        "(keyed by the corpus bytes, the model and its files, the index factory, the sentence splitter and the "
-        "haystack-mvr version; any change encodes again). Default: encode in memory every run.",
+        "(keyed by the corpus bytes, the model and the contents of its files, the index factory, the sentence "
+        "splitter and the haystack-mvr version; any change, or a saved store changed since, encodes again). "
+        "Default: encode in memory every run.",
     )
     parser.add_argument(
         "--reader",

@@ -49,9 +49,20 @@ def _field(record: dict, name: str, kind: type, where: str):
     return value
 
 
-def load_corpus(path: str | Path) -> list[Passage]:
-    """Read a corpus JSONL of ``{"id", "title", "text"}`` records; bad records name file, line and field."""
-    passages = []
+def load_corpus(path: str | Path, limit: int | None = None) -> list[Passage]:
+    """
+    Read a corpus JSONL of ``{"id", "title", "text"}`` records; bad records name file, line and field.
+
+    The one corpus reader of ``haystack-mvr eval``, training and the examples (``examples/common.py``).
+
+    :param limit: Read only the first ``limit`` records (all when ``None``); the lines after them are not read.
+    :raises FileNotFoundError: if ``path`` does not exist.
+    :raises ValueError: ``"<file>:<line>: ..."`` for a line that is not a JSON object or a record without a
+        non-empty string ``id`` or ``text``.
+    """
+    passages: list[Passage] = []
+    if limit is not None and limit <= 0:
+        return passages
     for where, r in read_jsonl(path):
         passages.append(
             Passage(
@@ -60,6 +71,8 @@ def load_corpus(path: str | Path) -> list[Passage]:
                 text=_field(r, "text", str, where),
             )
         )
+        if limit is not None and len(passages) >= limit:
+            break
     return passages
 
 

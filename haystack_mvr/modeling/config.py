@@ -83,6 +83,13 @@ class MultiViewConfig:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
+        _check_types(self)
+        if self.format_version < 1 or self.format_version > FORMAT_VERSION:
+            msg = (
+                f"format_version {self.format_version} is not one this haystack-mvr understands "
+                f"(1 to {FORMAT_VERSION})."
+            )
+            raise ValueError(msg)
         if self.mode not in MODES:
             msg = f"Unknown mode {self.mode!r}; choose one of {', '.join(MODES)}."
             raise ValueError(msg)
@@ -137,13 +144,23 @@ class MultiViewConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewConfig:
+        """
+        The config ``data`` describes (a JSON object: field name -> value).
+
+        :raises ValueError: for anything but a dict, an unknown key, or a value of the wrong type or range (each
+            naming the field): a ``"false"`` is never read as true, nor a ``"64"`` compared with a number.
+        """
+        if not isinstance(data, dict):
+            msg = f"A multi-view config must be a JSON object of fields, got {type(data).__name__}: {data!r:.80}."
+            raise ValueError(msg)
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(map(str, data)) - known)
         if unknown:
             msg = f"Unknown multi-view config keys: {', '.join(unknown)}."
             raise ValueError(msg)
-        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
-            msg = f"Config format {data['format_version']} is newer than this haystack-mvr understands."
+        version = data.get("format_version", FORMAT_VERSION)
+        if _is_int(version) and version > FORMAT_VERSION:
+            msg = f"Config format {version} is newer than this haystack-mvr understands."
             raise ValueError(msg)
         return cls(**data)
 
@@ -154,17 +171,78 @@ class MultiViewConfig:
 
     @classmethod
     def load(cls, directory: str | Path) -> MultiViewConfig:
+        """
+        The config saved in ``directory``, checked before any weights load: every field's type and range
+        (:meth:`from_dict`), and ``doc_max_length`` / ``query_max_length`` against the positions the backbone
+        saved beside it can read (its ``config.json``; an untied checkpoint's two backbones).
+
+        :raises ValueError: naming the file and the field.
+        """
         path = Path(directory) / CONFIG_NAME
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             msg = f"{path} is not valid JSON."
             raise ValueError(msg) from e
-        return cls.from_dict(data)
+        try:
+            config = cls.from_dict(data)
+        except ValueError as e:
+            msg = f"{path}: {e}"
+            raise ValueError(msg) from e
+        backbones = (
+            [Path(directory)] if config.tied else [Path(directory) / f for f in (DOCUMENT_SUBFOLDER, QUERY_SUBFOLDER)]
+        )
+        for backbone in backbones:
+            _check_positions(config, backbone, path)
+        return config
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+_BOOL_FIELDS = ("normalize", "tied")
+_INT_FIELDS = ("num_views", "query_max_length", "doc_max_length", "viewer_position", "window_overlap", "max_views")
+_STR_FIELDS = ("mode", "viewer_init", "base_model", "sentence_splitter", "pooling", "on_truncation")
+
+
+def _check_types(config: MultiViewConfig) -> None:
+    """Each field's JSON type (a JSON config can hold anything: ``"false"`` is a true string, ``true`` an int)."""
+    for name in _BOOL_FIELDS:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            msg = f"{name} must be true or false, got {value!r}."
+            raise ValueError(msg)
+    for name in (*_INT_FIELDS, "format_version"):
+        value = getattr(config, name)
+        if not _is_int(value):
+            msg = f"{name} must be an integer, got {value!r}."
+            raise ValueError(msg)
+    for name in _STR_FIELDS:
+        value = getattr(config, name)
+        if not isinstance(value, str):
+            msg = f"{name} must be a string, got {value!r}."
+            raise ValueError(msg)
+    if config.snippet_tokens is not None and not _is_int(config.snippet_tokens):
+        msg = f"snippet_tokens must be a positive integer or null, got {config.snippet_tokens!r}."
+        raise ValueError(msg)
+
+
+def _check_positions(config: MultiViewConfig, backbone: Path, where: Path) -> None:
+    """``doc_max_length`` and ``query_max_length`` within the positions of the backbone saved in ``backbone``."""
+    from haystack_mvr.modeling.loading import position_limit
+
+    limit = position_limit(backbone)
+    if limit is None:
+        return
+    for name in ("doc_max_length", "query_max_length"):
+        value = getattr(config, name)
+        if value > limit:
+            msg = (
+                f"{where}: {name} {value} is more than the {limit} positions its backbone can read "
+                f"({backbone / 'config.json'}); a longer input would fail inside the model. Use at most {limit}."
+            )
+            raise ValueError(msg)
 
 
 def check_window_overlap(window_overlap: Any) -> None:

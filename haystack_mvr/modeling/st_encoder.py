@@ -38,7 +38,13 @@ from haystack_mvr.modeling.loading import (
     sentence_transformers_defaults,
     sentence_transformers_layout,
 )
-from haystack_mvr.modeling.st_modules import SPANS, SnippetTransformer, ViewerTransformer, snippet_encoder_from_config
+from haystack_mvr.modeling.st_modules import (
+    SPANS,
+    SnippetTransformer,
+    ViewerTransformer,
+    snippet_encoder_from_config,
+    sync_snippet_options,
+)
 
 # A rough, generous characters-per-token for grouping long documents by the windows they will need (English
 # WordPiece averages 4-5; a smaller figure only makes groups smaller).
@@ -97,6 +103,7 @@ class MultiVectorEncoderAdapter:
             processor_kwargs={**options.tokenizer_kwargs, **own},
             config_kwargs={**options.config_kwargs, **own},
         )
+        sync_snippet_options(model)  # a checkpoint saved before its transformer recorded them
         return cls(model, MultiViewConfig(**layout.config))
 
     @classmethod
@@ -233,7 +240,7 @@ class MultiVectorEncoderAdapter:
         out: list[dict[str, Any] | None] = [None] * len(texts)
         if short:
             items = self.model.encode_document(
-                [texts[i] for i in short], batch_size=batch_size, show_progress_bar=False, output_value=None
+                [texts[i] for i in short], batch_size=batch_size, show_progress_bar=progress_bar, output_value=None
             )
             for i, item in zip(short, items, strict=True):
                 out[i] = item

@@ -34,6 +34,7 @@ See ``haystack_mvr/modeling/README.md`` for why ``MultiVectorEncoder`` is the ba
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from bisect import bisect_left
 from pathlib import Path
@@ -78,6 +79,7 @@ _EXTRA_FEATURES = (SENTENCES, WINDOWS, SPANS, POOLING, VIEW_MASK)
 DEFAULT_SNIPPET_TOKENS = MultiViewConfig.snippet_tokens
 DEFAULT_WINDOW_OVERLAP = MultiViewConfig.window_overlap
 DEFAULT_MAX_VIEWS = MultiViewConfig.max_views
+DEFAULT_NUM_SNIPPETS = 8
 # A forward pass over a long document's windows takes at least this many rows (or the batch's documents).
 MIN_WINDOWS_PER_PASS = 32
 
@@ -140,7 +142,9 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
       tokens;
     - ``mvr_sentences`` ``(W, S, 4)`` long: on a document's first window row, its sentences'
       ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), rows of zeros after the
-      last and on other windows. A sentence longer than half a window is cut into pieces of at most that.
+      last and on other windows. A sentence longer than half a window is cut into pieces of at most that, or of at
+      most ``snippet_tokens`` in a document long enough to get one snippet per ``snippet_tokens`` tokens
+      (:meth:`piece_tokens`), so that text without sentence ends still gets the views its length calls for.
 
     Both are indexed by window row, so sentence-transformers' losses can merge several document columns into one
     forward pass. Queries are preprocessed exactly as by ``Transformer`` (truncated at ``query_length``: a query is
@@ -148,15 +152,42 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
 
     :param window_overlap: Context tokens a window reads on each side of the tokens it encodes (at most a quarter
         of the window).
+    :param snippet_tokens: / :param num_snippets: The ``SnippetViews`` options of the same model (they decide how
+        finely a long sentence is cut, :meth:`piece_tokens`); the builders of this module pass the views' own, and
+        ``MultiVectorEncoderAdapter.load`` sets them from the views of a checkpoint saved before they were recorded.
     """
 
-    config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "window_overlap"]
+    config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "window_overlap", "snippet_tokens", "num_snippets"]
 
-    def __init__(self, model_name_or_path: str, *, window_overlap: int = DEFAULT_WINDOW_OVERLAP, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model_name_or_path: str,
+        *,
+        window_overlap: int = DEFAULT_WINDOW_OVERLAP,
+        snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
+        num_snippets: int = DEFAULT_NUM_SNIPPETS,
+        **kwargs: Any,
+    ) -> None:
         check_window_overlap(window_overlap)
+        check_snippet_options(num_snippets, snippet_tokens, num_snippets + 1)
         super().__init__(model_name_or_path, **kwargs)
         self.window_overlap = window_overlap
+        self.snippet_tokens = snippet_tokens
+        self.num_snippets = num_snippets
         self._special_ids: tuple[list[int], list[int]] | None = None
+
+    def piece_tokens(self, num_tokens: int, half_window: int) -> int:
+        """
+        The most tokens of one piece of a sentence longer than ``half_window`` tokens, in a document of
+        ``num_tokens`` content tokens: ``snippet_tokens`` where the document gets one snippet per
+        ``snippet_tokens`` tokens (more than ``num_snippets``, see :func:`~haystack_mvr.modeling.snippets.
+        snippet_count`), so a text without sentence ends gets as many views as one with them; else half a window,
+        so a paragraph keeps the ``num_snippets`` snippets it always had.
+        """
+        tokens = self.snippet_tokens
+        if tokens and math.ceil(num_tokens / tokens) > self.num_snippets:
+            return max(1, min(half_window, tokens))
+        return half_window
 
     def _specials(self) -> tuple[list[int], list[int]]:
         """The special token ids the tokenizer puts before and after a text's tokens (``[CLS]`` / ``[SEP]``)."""
@@ -190,7 +221,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         if capacity < 2:
             msg = f"A window of {max_length} tokens leaves no room for text after the special tokens."
             raise ValueError(msg)
-        piece = max(1, capacity // 2)
+        half = max(1, capacity // 2)
         if getattr(self.tokenizer, "is_fast", False):  # offsets kept in the encodings, no conversion to lists
             encoded = self.tokenizer(
                 texts, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
@@ -205,7 +236,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         windows: list[tuple[int, int, int, int, int, int]] = []
         sentences: list[list[tuple[int, int, int, int]]] = []
         for text, (ids, offsets) in zip(texts, rows_of, strict=True):
-            units = sentence_units(text, offsets, piece)
+            units = sentence_units(text, offsets, half, self.piece_tokens(len(ids), half))
             plan = plan_windows(len(ids), capacity, self.window_overlap, [u[2] for u in units])
             for k, window in enumerate(plan):
                 rows.append([*prefix, *ids[window.start : window.end], *suffix])
@@ -266,16 +297,20 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         return features
 
 
-def sentence_units(text: str, offsets: list[tuple[int, int]], piece: int) -> list[tuple[int, int, int, int]]:
+def sentence_units(
+    text: str, offsets: list[tuple[int, int]], longest: int, piece: int | None = None
+) -> list[tuple[int, int, int, int]]:
     """
     ``text``'s sentences as ``(char_start, char_end, token_start, token_end)`` (content tokens, ``offsets`` their
-    character spans), a sentence longer than ``piece`` tokens cut into equal pieces of at most ``piece``.
+    character spans), a sentence longer than ``longest`` tokens cut into equal pieces of at most ``piece`` tokens
+    (default ``longest``).
     """
+    piece = longest if piece is None else min(piece, longest)
     token_starts = [o[0] for o in offsets]
     units = []
     for s, e in sentence_spans(text):
         lo, hi = bisect_left(token_starts, s), bisect_left(token_starts, e)
-        if hi - lo <= piece:
+        if hi - lo <= longest:
             units.append((s, e, lo, hi))
             continue
         parts = -(-(hi - lo) // piece)
@@ -342,7 +377,7 @@ class SnippetViews(Module):
 
     def __init__(
         self,
-        num_snippets: int = 8,
+        num_snippets: int = DEFAULT_NUM_SNIPPETS,
         pooling: str = "mean",
         normalize: bool = False,
         snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
@@ -635,7 +670,7 @@ class ViewerPooling(Module):
 def snippet_encoder(
     model_name_or_path: str | Path,
     *,
-    num_snippets: int = 8,
+    num_snippets: int = DEFAULT_NUM_SNIPPETS,
     query_max_length: int | None = None,
     doc_max_length: int | None = None,
     pooling: str | None = None,
@@ -663,6 +698,8 @@ def snippet_encoder(
         query_length=query_max_length or defaults.get("query_max_length"),
         document_length=doc_max_length,
         window_overlap=window_overlap,
+        snippet_tokens=snippet_tokens,
+        num_snippets=num_snippets,
         **load,
     )
     views = SnippetViews(
@@ -756,6 +793,20 @@ def snippet_spans(model: MultiVectorEncoder, texts: list[str]) -> list[list[Span
     ]
 
 
+def sync_snippet_options(model: MultiVectorEncoder) -> None:
+    """
+    Give a snippet-mode ``model``'s ``SnippetTransformer`` its ``SnippetViews``' ``snippet_tokens`` and
+    ``num_snippets`` (which decide how finely it cuts a long sentence): a checkpoint saved before the transformer
+    recorded them loads with the defaults. Any other model is left as it is.
+    """
+    modules = document_modules(model)
+    transformer = next((m for m in modules if isinstance(m, SnippetTransformer)), None)
+    views = next((m for m in modules if isinstance(m, SnippetViews)), None)
+    if transformer is not None and views is not None:
+        transformer.snippet_tokens = views.snippet_tokens
+        transformer.num_snippets = views.num_snippets
+
+
 def _content_tokens(windows: list[list[int]]) -> list[int]:
     """Each document's content tokens: the home end of its last window."""
     counts: list[int] = []
@@ -780,6 +831,8 @@ def _modules_for(config: MultiViewConfig, backbone_folder: str | Path, **load: A
             query_length=config.query_max_length,
             document_length=config.doc_max_length,
             window_overlap=config.window_overlap,
+            snippet_tokens=config.snippet_tokens,
+            num_snippets=config.num_views,
             **load,
         )
         views: Module = SnippetViews(

@@ -97,7 +97,10 @@ def expected(*runs: tuple[str, int, int]) -> list[tuple[str, str]]:
 
 
 def build(store, **kwargs) -> MultiViewContextBuilder:
-    return MultiViewContextBuilder(document_store=store, **{"whole_document_if_fits": False, **kwargs})
+    """A builder whose seeds follow the views alone (``upstream_weight=0``) unless a test says otherwise: the view
+    policy is what most tests pin; ``test_upstream_weight...`` pins the upstream's part."""
+    defaults = {"whole_document_if_fits": False, "upstream_weight": 0.0}
+    return MultiViewContextBuilder(document_store=store, **{**defaults, **kwargs})
 
 
 @pytest.fixture
@@ -420,6 +423,7 @@ def test_to_dict_from_dict_and_yaml(two_documents):
         max_pieces_per_document=2,
         order="document",
         whole_document_if_fits=False,
+        upstream_weight=0.5,
     )
     data = builder.to_dict()
     assert data == {
@@ -433,6 +437,7 @@ def test_to_dict_from_dict_and_yaml(two_documents):
             "max_pieces_per_document": 2,
             "order": "document",
             "whole_document_if_fits": False,
+            "upstream_weight": 0.5,
         },
     }
     again = MultiViewContextBuilder.from_dict(data)
@@ -545,3 +550,27 @@ def test_with_minilm_end_to_end(minilm):
     out = result["context"]["documents"]
     assert out[0].content == "It lies on the Vistula." and out[0].meta[SOURCE_ID_KEY] == "w"
     assert sum(d.meta[PIECE_TOKENS_KEY] for d in out) <= 12
+
+
+def test_upstream_weight_lets_the_upstream_ranking_order_the_seeds():
+    """The upstream (a hybrid) ranks ``a`` first though ``b`` holds the best view: with ``upstream_weight`` its rank
+    outweighs the views' difference, without it the best view wins; each budget holds one 4-token sentence."""
+    store = faiss_store(stored("a", 3, {1: 0.5}), stored("b", 3, {1: 0.6}))
+    upstream = [
+        Document(id="a", content=content("a", 3), score=2.0),
+        Document(id="b", content=content("b", 3), score=1.0),
+    ]
+
+    def first(weight: float) -> str:
+        builder = MultiViewContextBuilder(document_store=store, budget_tokens=4, piece_tokens=4, upstream_weight=weight)
+        return builder.run(documents=upstream, query_embedding=QUERY)["documents"][0].content
+
+    assert first(0.0) == sentence("b", 1)
+    assert first(0.05) == sentence("b", 1)  # 0.5 + 0.05 < 0.6
+    assert first(0.2) == sentence("a", 1)  # 0.5 + 0.2 > 0.6
+    unscored = [Document(id=d.id, content=d.content) for d in upstream]  # no scores: by rank
+    builder = MultiViewContextBuilder(document_store=store, budget_tokens=4, piece_tokens=4, upstream_weight=0.2)
+    assert builder.run(documents=unscored, query_embedding=QUERY)["documents"][0].content == sentence("a", 1)
+    for bad in (-1, True, "1"):
+        with pytest.raises(ValueError, match="upstream_weight"):
+            MultiViewContextBuilder(document_store=store, upstream_weight=bad)

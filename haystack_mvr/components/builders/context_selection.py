@@ -61,11 +61,13 @@ def token_ends_counter(lasts: list[int]) -> Callable[[int, int], int]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One upstream document: ``content``, and per view its score and its ``[start, end]`` span (or ``None``)."""
+    """One upstream document: ``content``, and per view its score and its ``[start, end]`` span (or ``None``);
+    ``prior`` is added to each of its views' scores to order the seeds (the upstream's opinion of the document)."""
 
     content: str
     scores: Sequence[float]
     spans: Sequence[Span | None]
+    prior: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ class _Selection:
         self.pieces: list[_Piece] = []
         self.history: list[list[tuple[_Doc, int]]] = []  # sentences added, one list per step, in order
         self.cut: tuple[_Doc, int, int, int] | None = None  # (doc, sentence, end offset, view): a cut sentence
-        self.seeds: list[tuple[float, int, int, int, _Doc]] | None = None  # (-score, rank, position, view, doc)
+        self.seeds: list[tuple[float, int, int, int, _Doc]] | None = None  # (-score - prior, rank, position, view, doc)
         self.pass_start = 0  # ``used`` when the current pass over the seeds began
 
     # seeds ----------------------------------------------------------------------------------------------------------
@@ -187,8 +189,10 @@ class _Selection:
         if self.seeds is None:
             self.seeds = []
             for doc in self.docs:
-                scores, spans = doc.candidate.scores, doc.candidate.spans
-                self.seeds.extend((-float(scores[v]), doc.rank, spans[v][0], v, doc) for v, s in enumerate(spans) if s)
+                scores, spans, prior = doc.candidate.scores, doc.candidate.spans, doc.candidate.prior
+                self.seeds.extend(
+                    (-float(scores[v]) - prior, doc.rank, spans[v][0], v, doc) for v, s in enumerate(spans) if s
+                )
             self.seeds.sort(key=lambda s: s[:4])
         self.pass_start = self.used
         for _, _, _, view, doc in self.seeds:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,10 +44,15 @@ def _positive_int(value: Any, name: str) -> int:
 
 
 class _TokenizerCounter:
-    """Counts with a Hugging Face tokenizer: ``len(tokenizer(text, add_special_tokens=False)["input_ids"])``."""
+    """Counts with a Hugging Face tokenizer: ``len(tokenizer(text, add_special_tokens=False)["input_ids"])``.
 
-    def __init__(self, tokenizer: Any) -> None:
+    The token ends of the last ``cached`` documents read are kept: the same documents come back query after query
+    (and budget after budget), and tokenizing a page is most of a run's cost."""
+
+    def __init__(self, tokenizer: Any, cached: int = 256) -> None:
         self.tokenizer = tokenizer
+        self.cached = cached
+        self._ends: OrderedDict[str, list[int]] = OrderedDict()
 
     def count(self, texts: Sequence[str]) -> list[int]:
         if not texts:
@@ -59,10 +65,17 @@ class _TokenizerCounter:
         within a token or so)."""
         if not getattr(self.tokenizer, "is_fast", False):
             return lambda start, end: self.count([text[start:end]])[0]
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
-            "offset_mapping"
-        ]
-        return token_ends_counter(sorted(max(end - 1, start) for start, end in offsets))
+        ends = self._ends.get(text)
+        if ends is None:
+            offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+                "offset_mapping"
+            ]
+            ends = self._ends[text] = sorted(max(end - 1, start) for start, end in offsets)
+            if len(self._ends) > self.cached:
+                self._ends.popitem(last=False)
+        else:
+            self._ends.move_to_end(text)
+        return token_ends_counter(ends)
 
     def cut(self, text: str, limit: int) -> int:
         if getattr(self.tokenizer, "is_fast", False):
@@ -96,7 +109,11 @@ class MultiViewContextBuilder:
     1. A piece is a run of whole sentences of one document (split as the snippets were, by
        ``haystack_mvr.modeling.sentence_splitting``), an exact substring of its content. A snippet view's span
        covers a run of sentences; non-snippet views (span ``None``) only rank documents upstream.
-    2. Seeds: every candidate's snippet views, best score first (ties: upstream rank, then position). A new piece
+    2. Seeds: every candidate's snippet views, best first by their score plus ``upstream_weight`` times their
+       document's upstream score, min-max normalised over the candidates (by rank when upstream gave no scores;
+       ties: upstream rank, then position): the upstream ranking (a hybrid's BM25 half) orders the documents, the
+       views their parts. The default 1.0 was chosen on training questions of squad-mv and pages
+       (``benchmarks/results/rag_context.*.tune.md``). A new piece
        reserves ``max(its tokens, piece_tokens)``, so that it can grow; a seed is taken when its new tokens fit the
        budget and the reservations still do (else it is passed over: a later, shorter one may fit) and, for a new
        piece, ``max_pieces_per_document`` allows it. A seed overlapping or touching a piece of its document extends
@@ -134,6 +151,7 @@ class MultiViewContextBuilder:
         max_pieces_per_document: int | None = None,
         order: str = "score",
         whole_document_if_fits: bool = True,
+        upstream_weight: float = 1.0,
     ) -> None:
         """
         Create a MultiViewContextBuilder.
@@ -147,6 +165,9 @@ class MultiViewContextBuilder:
         :param max_pieces_per_document: At most this many pieces per document (``None``: no limit).
         :param order: ``"score"`` (best piece first) or ``"document"`` (by source document, pieces in text order).
         :param whole_document_if_fits: Take a document whole when it fits in what its first piece reserves.
+        :param upstream_weight: How much the upstream's ranking orders the seeds beside the views' own scores: a
+            seed's priority is its score + ``upstream_weight`` x its document's upstream score, min-max normalised
+            over the candidates (0: the views' scores alone).
         :raises ValueError: for a store that is not a multi-view store, a non-positive count or an unknown order.
         """
         if not isinstance(document_store, MultiViewDocumentStore):
@@ -174,6 +195,10 @@ class MultiViewContextBuilder:
         self.max_pieces_per_document = max_pieces_per_document
         self.order = order
         self.whole_document_if_fits = whole_document_if_fits
+        if isinstance(upstream_weight, bool) or not isinstance(upstream_weight, (int, float)) or upstream_weight < 0:
+            msg = f"upstream_weight must be a number >= 0, got {upstream_weight!r}."
+            raise ValueError(msg)
+        self.upstream_weight = float(upstream_weight)
         self._counter: WordCounter | _TokenizerCounter | None = None if tokenizer else WordCounter()
 
     def warm_up(self) -> None:
@@ -196,6 +221,7 @@ class MultiViewContextBuilder:
             max_pieces_per_document=self.max_pieces_per_document,
             order=self.order,
             whole_document_if_fits=self.whole_document_if_fits,
+            upstream_weight=self.upstream_weight,
         )
 
     @classmethod
@@ -237,6 +263,20 @@ class MultiViewContextBuilder:
         self.warm_up()
         return unique, query, budget, bool(encoder) and not getattr(self.document_store, "encoder_config", None)
 
+    def _priors(self, unique: list[Document]) -> list[float]:
+        """``upstream_weight`` x each upstream document's score, min-max normalised over the candidates (1 for the
+        best, 0 for the worst; by rank when upstream gave no scores): what the upstream (BM25's half of a hybrid)
+        knows about a document that its views' scores do not."""
+        if not self.upstream_weight or len(unique) < 2:
+            return [0.0] * len(unique)
+        scores = [d.score for d in unique]
+        if any(s is None for s in scores):
+            scores = [float(len(unique) - i) for i in range(len(unique))]
+        low, high = min(scores), max(scores)
+        if high == low:
+            return [0.0] * len(unique)
+        return [self.upstream_weight * (s - low) / (high - low) for s in scores]
+
     def _search_args(self, unique: list[Document], query: Any) -> dict[str, Any]:
         ids = [d.id for d in unique]
         return {
@@ -256,7 +296,8 @@ class MultiViewContextBuilder:
         candidates: list[Candidate] = []
         missing: list[str] = []
         unusable: list[str] = []
-        for upstream in unique:
+        priors = self._priors(unique)
+        for upstream, prior in zip(unique, priors, strict=True):
             doc = by_id.get(upstream.id)
             if doc is None:
                 missing.append(upstream.id)
@@ -271,7 +312,8 @@ class MultiViewContextBuilder:
                 continue
             scores = (views @ q).tolist()
             sources.append(doc)
-            candidates.append(Candidate(doc.content, scores, [None if s is None else (s[0], s[1]) for s in spans]))
+            spans = [None if s is None else (s[0], s[1]) for s in spans]
+            candidates.append(Candidate(doc.content, scores, spans, prior))
         if missing:
             logger.warning(
                 "MultiViewContextBuilder skipped %d of %d candidates the document store does not hold (with vectors): "

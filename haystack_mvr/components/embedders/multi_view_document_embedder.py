@@ -35,6 +35,12 @@ class MultiViewDocumentEmbedder:
     normalisation, max lengths, sentence splitter, weights fingerprint); the store records it as its
     ``encoder_config``.
 
+    A document without text (``content`` ``None``, empty or blank) is embedded as Haystack's own document embedders
+    (``SentenceTransformersDocumentEmbedder``, ``OpenAIDocumentEmbedder``) embed it: as ``content or ""`` after its
+    embedded meta fields and prefix, so it gets views (the whole-text view; no snippet views, having no sentences)
+    and nothing in its batch is refused or dropped. Its ``content`` is left as it was. To keep such documents out
+    of the index, leave them out of the list the embedder gets.
+
     ```python
     from haystack import Document
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
@@ -147,17 +153,17 @@ class MultiViewDocumentEmbedder:
         """The text to embed and where ``doc.content`` starts in it."""
         meta_values = [str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None]
         head = self.prefix + "".join(v + self.embedding_separator for v in meta_values)
-        return head + doc.content + self.suffix, len(head)
+        return head + (doc.content or "") + self.suffix, len(head)
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
         """
         Embed documents into views.
 
-        :param documents: Documents with non-empty text ``content``.
-        :returns: ``{"documents": [...]}``: new documents (the inputs are not changed) carrying their views.
+        :param documents: Documents; one without text is embedded as ``""`` (see the class docs), as Haystack's
+            document embedders do.
+        :returns: ``{"documents": [...]}``: new documents (the inputs are not changed) carrying their views, in order.
         :raises TypeError: if ``documents`` is not a list of ``Document``.
-        :raises ValueError: if a document has no text content (nothing is embedded then).
         """
         if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
             msg = (
@@ -165,10 +171,6 @@ class MultiViewDocumentEmbedder:
                 "To embed a query string, use MultiViewTextEmbedder."
             )
             raise TypeError(msg)
-        empty = [d.id for d in documents if not isinstance(d.content, str) or not d.content.strip()]
-        if empty:
-            msg = f"MultiViewDocumentEmbedder needs text content; these documents have none: {empty[:10]}."
-            raise ValueError(msg)
         if not documents:
             return {"documents": []}
         self.warm_up()
@@ -178,7 +180,7 @@ class MultiViewDocumentEmbedder:
         encoded = self.encoder.encode_documents(list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar)
         result = []
         for doc, enc, offset in zip(documents, encoded, offsets, strict=True):
-            spans = [_shift_into_content(span, offset, len(doc.content)) for span in enc.spans]
+            spans = [_shift_into_content(span, offset, len(doc.content or "")) for span in enc.spans]
             embedded = attach_views(doc, enc.views, spans if any(s is not None for s in spans) else None)
             embedded.meta[ENCODER_KEY] = dict(identity)  # attach_views made a new meta dict: the input is unchanged
             result.append(embedded)
