@@ -197,8 +197,8 @@ def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_lengt
             start = time.perf_counter()
             i = 0
             while i < len(order):
-                longest = sum(len(p) for p in items[order[min(i + 127, len(order) - 1)]][1]) + 200
-                size = max(8, min(128, 600_000 // longest))
+                longest = sum(len(p) for p in items[order[min(i + 255, len(order) - 1)]][1]) + 200
+                size = max(8, min(256, 1_500_000 // longest))
                 batch = order[i : i + size]
                 found = generative.generate_answers(
                     model, tokenizer, [items[j] for j in batch], batch_size=len(batch), max_length=max_length
