@@ -142,6 +142,35 @@ def extractive_answers(folder: str, questions, contexts, texts, rows) -> tuple[d
     return predictions, latency
 
 
+def pipeline_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
+    """The generative reader served the Haystack way (``generative_reader_pipeline``: ChatPromptBuilder ->
+    HuggingFaceLocalChatGenerator -> AnswerBuilder, fp32 on this CPU): answers and median ms per question."""
+    from haystack import Document
+
+    from haystack_mvr.components.readers import generative_reader_pipeline
+
+    pipeline = generative_reader_pipeline(folder)
+    pipeline.warm_up()
+    predictions, latency = {}, {}
+    for row in rows:
+        name, budget = row
+        answers, seconds = [], []
+        for q, c in zip(questions, contexts, strict=True):
+            docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
+            data = {
+                "prompt_builder": {"question": q.question, "documents": docs},
+                "answer_builder": {"query": q.question, "documents": docs},
+            }
+            start = time.perf_counter()
+            found = pipeline.run(data)["answer_builder"]["answers"]
+            seconds.append(time.perf_counter() - start)
+            answers.append(found[0].data if found and found[0].data else "")
+        predictions[row_key(row)] = answers
+        latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
+        print(f"  generative (Haystack pipeline) {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
+    return predictions, latency
+
+
 def tokens_per_question(contexts, texts, rows, counter) -> dict[str, float]:
     out = {}
     for row in rows:
@@ -205,6 +234,10 @@ def main() -> None:
     parser.add_argument("--extractive", default=None, help="A train-reader --kind extractive folder.")
     parser.add_argument("--generative-predictions", type=Path, default=None)
     parser.add_argument("--generative-model", default=None, help="What produced --generative-predictions (a note).")
+    parser.add_argument(
+        "--generative", default=None, help="A merged generative reader folder, served here by the Haystack pipeline."
+    )
+    parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
     parser.add_argument("--export-prompts", type=Path, default=None, help="Write the generative reader's inputs.")
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), help="With --export-prompts.")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
@@ -231,8 +264,17 @@ def main() -> None:
     contexts = [saved["contexts"][i] for i in keep]
     answers = [q.answers for q in questions]
     counter = TokenCounter(packaged_minilm())
-    rows = list(READER_ROWS)
+    rows = [r for r in READER_ROWS if args.rows is None or row_key(r) in args.rows]
     readers: dict[str, Any] = {}
+    if args.generative:
+        predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)
+        readers["generative (Haystack pipeline, CPU)"] = {
+            "model": f"{args.generative} through generative_reader_pipeline, fp32, {args.threads} thread(s)",
+            "table": table(predictions, answers),
+            "latency_ms": latency,
+            "claims": claims(predictions, answers),
+            "predictions": predictions,
+        }
     if args.extractive:
         predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
         readers["extractive"] = {
@@ -246,7 +288,9 @@ def main() -> None:
         saved_predictions = json.loads(args.generative_predictions.read_text(encoding="utf-8"))[args.tier]
         index = {qid: i for i, qid in enumerate(saved_predictions["question_ids"])}
         predictions = {
-            key: [values[index[q.id]] for q in questions] for key, values in saved_predictions["rows"].items()
+            key: [values[index[q.id]] for q in questions]
+            for key, values in saved_predictions["rows"].items()
+            if args.rows is None or key in args.rows
         }
         readers["generative"] = {
             "model": args.generative_model or saved_predictions.get("model", str(args.generative_predictions)),

@@ -117,3 +117,53 @@ def tiny_extractive_reader(tmp_path_factory) -> Path:
     BertForQuestionAnswering(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+# SmolLM2-135M-Instruct's chat template: a default system message when the chat has none
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>'"
+    " + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
+    "%}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def chat_bpe_tokenizer(corpus: list[str]):
+    """A byte-level BPE (lossless: answers decode exactly) trained on ``corpus``, with SmolLM2's chat format."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = [*corpus, "system user assistant You are a helpful AI assistant named SmolLM, trained by Hugging Face"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=alphabet, show_progress=False
+    )
+    bpe.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token=special[1], eos_token=special[2], unk_token=special[0], pad_token=special[2]
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_generative_reader(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide random Llama and a chat tokenizer saved as a merged generative reader folder (what
+    ``train-reader --kind generative`` writes to ``OUTPUT_DIR/merged``), for pipeline tests."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-generative-reader")
+    tokenizer = chat_bpe_tokenizer(["Which river flows through Warsaw? Warsaw lies on the Vistula."])
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -35,19 +35,12 @@ from haystack_mvr.training.readers import (
 from haystack_mvr.training.readers.generative import end_of_turn_id, fit_passages, prompt_ids
 from haystack_mvr.training.readers.generative_base import SMOLLM2_FILE, SMOLLM2_PACKAGE
 from haystack_mvr.training.readers.generative_prompt import ANSWER_PATTERN, reader_prompt
-from tests.conftest import shared_data_dir
+from tests.conftest import CHAT_TEMPLATE, chat_bpe_tokenizer, shared_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SQUAD_MV = shared_data_dir() / "squad-mv"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-# SmolLM2-135M-Instruct's chat template: a default system message when the chat has none
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>'"
-    " + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
-    "%}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 EXAMPLES = [
     {"id": "1", "question": "Which river flows through Warsaw?", "answer": "Vistula",
      "passages": ["The Vistula flows through Warsaw.", "Paris lies on the Seine."]},
@@ -63,24 +56,7 @@ BLOCKED = ("haystack", "haystack_integrations", "sentence_transformers", "datase
 
 def chat_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level BPE (lossless: answers decode exactly) trained on the examples, with SmolLM2's chat format."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    corpus = [reader_prompt(e["question"], e["passages"]) + " " + e["answer"] for e in EXAMPLES]
-    corpus.append("system user assistant You are a helpful AI assistant named SmolLM, trained by Hugging Face")
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=special, initial_alphabet=alphabet, show_progress=False
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token=special[1], eos_token=special[2], unk_token=special[0], pad_token=special[2]
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    return chat_bpe_tokenizer([reader_prompt(e["question"], e["passages"]) + " " + e["answer"] for e in EXAMPLES])
 
 
 @pytest.fixture(scope="module")
