@@ -119,56 +119,56 @@ def export_prompts(tiers: list[str], cache: Path, path: Path) -> None:
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
-def extractive_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
-    """Top answer per question and row from Haystack's TransformersExtractiveReader, and its ms per question."""
+def read_rows(answer, label: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
+    """``answer(question, documents)`` (a reader's answers, best first) on every row's contexts: the top answer per
+    question and row, and the median ms per question."""
     from haystack import Document
+
+    predictions, latency = {}, {}
+    for row in rows:
+        name, budget = row
+        answers, seconds = [], []
+        for q, c in zip(questions, contexts, strict=True):
+            docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
+            start = time.perf_counter()
+            found = answer(q.question, docs) if docs else []
+            seconds.append(time.perf_counter() - start)
+            answers.append(found[0].data if found and found[0].data else "")
+        predictions[row_key(row)] = answers
+        latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
+        print(f"  {label} {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
+    return predictions, latency
+
+
+def extractive_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
+    """Haystack's TransformersExtractiveReader (top answer over all passages) on every row."""
     from haystack_integrations.components.readers.transformers import TransformersExtractiveReader
 
     reader = TransformersExtractiveReader(model=folder, top_k=1, no_answer=False, max_seq_length=256, stride=64)
     reader.warm_up()
-    predictions, latency = {}, {}
-    for row in rows:
-        name, budget = row
-        answers, seconds = [], []
-        for q, c in zip(questions, contexts, strict=True):
-            docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
-            start = time.perf_counter()
-            found = reader.run(query=q.question, documents=docs)["answers"] if docs else []
-            seconds.append(time.perf_counter() - start)
-            answers.append(found[0].data if found and found[0].data else "")
-        predictions[row_key(row)] = answers
-        latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
-        print(f"  extractive {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
-    return predictions, latency
+
+    def answer(question, docs):
+        return reader.run(query=question, documents=docs)["answers"]
+
+    return read_rows(answer, "extractive", questions, contexts, texts, rows)
 
 
 def pipeline_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
     """The generative reader served the Haystack way (``generative_reader_pipeline``: ChatPromptBuilder ->
-    HuggingFaceLocalChatGenerator -> AnswerBuilder, fp32 on this CPU): answers and median ms per question."""
-    from haystack import Document
-
+    TransformersChatGenerator -> AnswerBuilder, fp32 on this CPU) on every row."""
     from haystack_mvr.components.readers import generative_reader_pipeline
 
     pipeline = generative_reader_pipeline(folder)
     pipeline.warm_up()
-    predictions, latency = {}, {}
-    for row in rows:
-        name, budget = row
-        answers, seconds = [], []
-        for q, c in zip(questions, contexts, strict=True):
-            docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
-            data = {
-                "prompt_builder": {"question": q.question, "documents": docs},
-                "answer_builder": {"query": q.question, "documents": docs},
-            }
-            start = time.perf_counter()
-            found = pipeline.run(data)["answer_builder"]["answers"]
-            seconds.append(time.perf_counter() - start)
-            answers.append(found[0].data if found and found[0].data else "")
-        predictions[row_key(row)] = answers
-        latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
-        print(f"  generative (Haystack pipeline) {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
-    return predictions, latency
+
+    def answer(question, docs):
+        data = {
+            "prompt_builder": {"question": question, "documents": docs},
+            "answer_builder": {"query": question, "documents": docs},
+        }
+        return pipeline.run(data)["answer_builder"]["answers"]
+
+    return read_rows(answer, "generative (Haystack pipeline)", questions, contexts, texts, rows)
 
 
 def tokens_per_question(contexts, texts, rows, counter) -> dict[str, float]:

@@ -1,0 +1,61 @@
+"""The RAG benchmarks' own logic: filling a budget, gold ensured in training contexts, the claims' pairing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from benchmarks.generative_examples import ensured
+from benchmarks.packaged_model import packaged_minilm
+from benchmarks.rag_answers import READER_ROWS, claims, row_key
+from benchmarks.rag_context import TokenCounter, context_text, fill, uncovered
+from haystack_mvr.datasets import Question
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return TokenCounter(packaged_minilm())
+
+
+def test_uncovered_leaves_out_what_was_taken():
+    assert uncovered([(5, 10)], 0, 20) == [(0, 5), (10, 20)]
+    assert uncovered([(0, 30)], 5, 10) == []
+    assert uncovered([(2, 4), (6, 8)], 0, 10) == [(0, 2), (4, 6), (8, 10)]
+
+
+def test_fill_takes_spans_in_order_without_repeats_and_cuts_the_last(counter):
+    texts = {"a": "one two three four five six", "b": "seven eight nine ten"}
+    spans = [["a", 0, 13], ["a", 4, 23], ["b", 0, 20]]  # the second overlaps the first: only its new text counts
+    out = fill(spans, texts, 7, counter)
+    assert out == [["a", 0, 13], ["a", 13, 23], ["b", 0, 11]]  # 3 + 2 tokens, then "seven eight"
+    text = context_text(out, texts)
+    assert counter.count(text.replace("\n\n", " ")) == 7
+    assert fill(spans, texts, 100, counter) == [["a", 0, 13], ["a", 13, 23], ["b", 0, 20]]
+
+
+def test_window_is_centred_on_the_answer(counter):
+    text = " ".join(f"w{i}" for i in range(200))
+    lo, hi = counter.window(text, text.index("w100"), 8)
+    assert "w100" in text[lo:hi] and counter.count(text[lo:hi]) == 8
+
+
+def test_gold_is_ensured_only_when_the_answer_is_missing(counter):
+    texts = {"p": "Paris lies on the Seine.", "q": "London lies on the Thames.", "g": "The war ended in 1945."}
+    question = Question(id="1", question="When?", answers=["1945"], positive_id="g", title="t")
+    spans = [["p", 0, 24], ["q", 0, 26]]
+    kept, added = ensured(question, spans, ["g", 0, 22], 14, texts, counter, random.Random(0))
+    assert added and ["g", 0, 22] in kept and counter.count(context_text(kept, texts)) <= 14 + 2
+    assert ["q", 0, 26] not in kept  # dropped for room
+    found, added = ensured(question, [["g", 0, 22]], ["g", 0, 22], 14, texts, counter, random.Random(0))
+    assert not added and found == [["g", 0, 22]]
+
+
+def test_claims_pair_each_row_with_its_baseline():
+    rows = {row_key(r): ["x"] * 4 for r in READER_ROWS}
+    rows[row_key(("builder after hybrid", 256))] = ["a", "a", "a", "x"]
+    answers = [["a"], ["a"], ["a"], ["a"]]
+    found = {c["row"] + " | " + c["against"]: c for c in claims(rows, answers)}
+    within = found["builder after hybrid @ 256 | hybrid documents @ whole"]
+    assert within["difference"] == pytest.approx(75.0)
+    assert found["builder after hybrid @ 128 | chunks @ 128"]["difference"] == 0.0
