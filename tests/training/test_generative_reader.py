@@ -352,3 +352,17 @@ def test_smollm2_lora_trains_two_steps_and_answers(tmp_path):
     passage = "The Vistula is the longest river in Poland. It flows through Warsaw and Kraków."
     answer = generate_answers(model, tokenizer, [("Which river flows through Warsaw?", [passage])])[0]
     assert isinstance(answer, str) and answer and "<|im_end|>" not in answer
+
+
+def test_end_of_turn_is_the_template_token_even_when_the_tokenizer_names_another_eos():
+    """transformers 5.17 reads SmolLM2's GGUF with eos <|im_start|> and <|im_end|> only among the added special
+    tokens: the end of turn is still <|im_end|>, what the chat template writes after an answer."""
+    tokenizer = chat_tokenizer()
+    odd = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer.backend_tokenizer, bos_token="<|im_start|>", eos_token="<|im_start|>",
+        unk_token="<|endoftext|>", pad_token="<|endoftext|>",
+    )  # fmt: skip
+    odd.chat_template = CHAT_TEMPLATE
+    im_end = odd.convert_tokens_to_ids("<|im_end|>")
+    assert im_end not in odd.all_special_ids
+    assert end_of_turn_id(odd) == im_end == end_of_turn_id(tokenizer)

@@ -135,7 +135,12 @@ def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
     if not full.startswith(prompt + "a"):
         msg = "the chat template must write an assistant turn as the generation prompt followed by the answer."
         raise ValueError(msg)
-    special = set(tokenizer.all_special_ids)
+    # the tokenizer's added special tokens, not only its named ones: transformers 5.17 reads SmolLM2's GGUF with
+    # eos <|im_start|> and without <|im_end|> among all_special_ids (5.24: eos <|im_end|>), and a reader trained
+    # there learned to end its answers with <|im_start|>
+    special = set(tokenizer.all_special_ids) | {
+        i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special
+    }
     tail = tokenizer(full[len(prompt) + 1 :], add_special_tokens=False)["input_ids"]
     found = next((i for i in tail if i in special), tokenizer.eos_token_id)
     if found is None:
@@ -427,6 +432,7 @@ def train_generative_reader(
         "lora_alpha": args.lora_alpha,
         "lora_dropout": args.lora_dropout,
         "lora_targets": list(LORA_TARGETS),
+        "end_of_turn_id": end_of_turn_id(tokenizer),
         "trainable_parameters": trainable,
         "parameters": total,
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
@@ -508,6 +514,12 @@ def _load_adapter(adapter: Path, base: str | Path) -> tuple[PreTrainedModel, Pre
     if (adapter / "tokenizer_config.json").is_file():
         tokenizer = AutoTokenizer.from_pretrained(str(adapter))
         _set_special_tokens(model, tokenizer)
+    summary = adapter / "reader_training.json"
+    trained_end = json.loads(summary.read_text(encoding="utf-8")).get("end_of_turn_id") if summary.is_file() else None
+    if trained_end is not None:  # the token the reader learned to end with stops its generation too
+        eos = model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos]
+        model.generation_config.eos_token_id = [*dict.fromkeys([*eos, int(trained_end)])]
     return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload(), tokenizer
 
 
