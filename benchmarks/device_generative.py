@@ -73,7 +73,9 @@ def install_wheels() -> None:
     target = "/tmp/site"
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", target, *wheels]
     subprocess.run(cmd, check=True)
-    sys.path.insert(0, target)
+    import site
+
+    site.addsitedir(target)  # the carried wheels: gguf, which transformers reads the GGUF with
 
 
 def environment() -> dict:

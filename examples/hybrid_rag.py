@@ -89,7 +89,7 @@ def hybrid_pipeline(
 
     pipeline = Pipeline()
     pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=candidates))
-    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
+    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="packed"))
     pipeline.add_component("dense", MultiViewRetriever(document_store=dense_store, top_k=candidates))
     pipeline.connect("query_embedder.packed_embedding", "dense.packed_query_embedding")
     pipeline.connect("query_embedder.encoder", "dense.encoder")  # refuses a model the dense index was not built with

@@ -81,7 +81,7 @@ def query_pipeline(store: QdrantMultiViewDocumentStore, model: str, reader: str 
     from haystack_mvr.components.retrievers import MultiViewRetriever
 
     pipeline = Pipeline()
-    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
+    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="list"))
     pipeline.add_component("retriever", MultiViewRetriever(document_store=store, top_k=top_k))
     pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
     pipeline.connect("query_embedder.encoder", "retriever.encoder")  # refuses a model the collection was not built with

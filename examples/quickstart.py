@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     from haystack_mvr.components.retrievers import MultiViewRetriever
 
     querying = Pipeline()
-    querying.add_component("query_embedder", MultiViewTextEmbedder(model=model))
+    querying.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="list"))
     querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
     querying.connect("query_embedder.embedding", "retriever.query_embedding")
     querying.connect("query_embedder.encoder", "retriever.encoder")  # refuses a model the index was not built with

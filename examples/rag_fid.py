@@ -61,7 +61,7 @@ def rag_pipeline(
 
     store = FaissMultiViewDocumentStore(index_path=index_dir)
     pipeline = Pipeline()
-    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model))
+    pipeline.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="list"))
     pipeline.add_component("retriever", MultiViewRetriever(document_store=store, top_k=top_k))
     pipeline.add_component("reader", FusionInDecoderReader(model=reader, context=context, max_passages=max_passages))
     pipeline.connect("query_embedder.embedding", "retriever.query_embedding")

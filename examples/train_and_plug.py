@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     documents = read_corpus(args.data_dir / "corpus.jsonl", args.index_limit)
     indexing_pipeline(str(checkpoint), store).run({"embedder": {"documents": documents}})
     querying = Pipeline()
-    querying.add_component("query_embedder", MultiViewTextEmbedder(model=str(checkpoint)))
+    querying.add_component("query_embedder", MultiViewTextEmbedder(model=str(checkpoint), embedding_output="list"))
     querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=3))
     querying.connect("query_embedder.embedding", "retriever.query_embedding")
     querying.connect("query_embedder.encoder", "retriever.encoder")

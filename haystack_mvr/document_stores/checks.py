@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from haystack_mvr.errors import InvalidRequestError
+
 __all__ = [
     "check_batch_size",
     "check_encoder_config",
@@ -40,8 +42,12 @@ def check_optional_positive_int(name: str, value: Any) -> int | None:
 
 
 def check_top_k(top_k: Any) -> int:
-    """``top_k`` if it is a positive integer, else a ``ValueError`` naming it."""
-    return check_positive_int("top_k", top_k)
+    """``top_k`` if it is a positive integer, else an :class:`~haystack_mvr.errors.InvalidRequestError` (a
+    ``ValueError``) naming it: a run's ``top_k`` is the caller's input, a client error when served."""
+    try:
+        return check_positive_int("top_k", top_k)
+    except ValueError as e:
+        raise InvalidRequestError(str(e)) from None
 
 
 def check_batch_size(batch_size: Any) -> int:

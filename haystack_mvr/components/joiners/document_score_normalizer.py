@@ -8,21 +8,24 @@ from typing import Any, Literal
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
-METHODS = ("min_max", "z_score")
+METHODS = ("min_max", "z_score", "dbsf")
 
 
 @component
 class DocumentScoreNormalizer:
     """
-    Rescales the scores of one ranked list: ``min_max`` maps them to [0, 1], ``z_score`` to mean 0, std 1.
+    Rescales the scores of one ranked list: ``min_max`` maps them to [0, 1], ``z_score`` to mean 0, std 1, ``dbsf``
+    maps mean - 3 std to 0 and mean + 3 std to 1 (distribution-based score fusion's normalisation, as Haystack's
+    ``DocumentJoiner(join_mode="distribution_based_rank_fusion")`` and Qdrant's DBSF compute it; not clipped).
 
     Put one after each retriever and sum the lists with ``DocumentJoiner(join_mode="merge", weights=[...])``:
     a convex combination of normalised scores (BM25 + multi-view, say). Unlike reciprocal rank fusion it keeps
     how far apart the scores are, so a retriever that is sure of its first document can carry the fused rank.
-    Order and every other field are kept; a list whose scores are all equal gets 1.0 (``min_max``) or 0.0.
+    Order and every other field are kept; a list whose scores are all equal gets 1.0 (``min_max``), 0.0
+    (``z_score``) or 0.5 (``dbsf``, the middle of its range).
     """
 
-    def __init__(self, method: Literal["min_max", "z_score"] = "min_max") -> None:
+    def __init__(self, method: Literal["min_max", "z_score", "dbsf"] = "min_max") -> None:
         if method not in METHODS:
             msg = f"method must be one of {METHODS}, got {method!r}."
             raise ValueError(msg)
@@ -58,5 +61,8 @@ class DocumentScoreNormalizer:
         else:
             mean = sum(scores) / len(scores)
             std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
-            rescaled = [(s - mean) / std if std > 0 else 0.0 for s in scores]
+            if self.method == "dbsf":  # (s - (mean - 3 std)) / (6 std)
+                rescaled = [(s - mean + 3 * std) / (6 * std) if std > 0 else 0.5 for s in scores]
+            else:
+                rescaled = [(s - mean) / std if std > 0 else 0.0 for s in scores]
         return {"documents": [dataclasses.replace(d, score=s) for d, s in zip(documents, rescaled, strict=True)]}

@@ -10,7 +10,9 @@ from haystack.components.joiners import DocumentJoiner
 
 from haystack_mvr.components.joiners.document_score_normalizer import DocumentScoreNormalizer
 
-FUSIONS = ("convex", "rrf")
+FUSIONS = ("convex", "rrf", "dbsf")
+# the normalizer each score fusion puts after a source, and the suffix of its component name
+NORMALIZERS = {"convex": ("min_max", "scores"), "dbsf": ("dbsf", "dbsf")}
 CANDIDATES = 100
 """Candidates per retriever that won on squad-mv (``benchmarks/results/hybrid_readme.md``): give each source this
 ``top_k``, far more than the joiner keeps."""
@@ -33,7 +35,16 @@ def add_fusion_joiner(
     ``fusion="convex"``: each source's scores pass through a min-max ``DocumentScoreNormalizer``
     (``<source>_scores``) and the joiner sums them with ``weights`` (``join_mode="merge"``).
     ``fusion="rrf"``: reciprocal rank fusion of the ranks, weighted by ``weights``.
+    ``fusion="dbsf"``: distribution-based score fusion: each source's scores pass through a
+    ``DocumentScoreNormalizer("dbsf")`` (``<source>_dbsf``: mean - 3 std -> 0, mean + 3 std -> 1, the rescaling of
+    Haystack's ``DocumentJoiner(join_mode="distribution_based_rank_fusion")`` and of Qdrant's DBSF) and the joiner
+    sums them with ``weights`` (``join_mode="merge"``), as Qdrant's DBSF sums them. Haystack's own mode is not
+    used: it keeps each document's highest rescaled score instead of the sum and ignores ``weights``.
     ``weights`` follow the order of ``sources``; ``None`` weighs them equally.
+
+    A normalizer already in the pipeline under its name (``<source>_scores`` or ``<source>_dbsf``, from an earlier
+    call over the same sources) is reused, so several joiners (other weights, other ``name``) can share the sources;
+    another component under that name is refused.
 
     Two numbers, set apart: each source retriever's own ``top_k`` is how many **candidates** it offers the fusion
     (:data:`CANDIDATES`, 100, on squad-mv), and this ``top_k`` is how many fused documents the joiner keeps (what a
@@ -49,15 +60,28 @@ def add_fusion_joiner(
 
     :param pipeline: The pipeline holding the ``sources``.
     :param sources: Names of components with a ``documents`` output (retrievers), in the order of ``weights``.
-    :param fusion: ``"convex"`` or ``"rrf"``.
+    :param fusion: ``"convex"``, ``"rrf"`` or ``"dbsf"``.
     :param weights: One weight per source; ``None``: equal weights.
     :param top_k: How many fused documents the joiner returns.
     :param name: The joiner's component name.
-    :raises ValueError: if ``fusion`` is not one of :data:`FUSIONS`.
+    :raises ValueError: if ``fusion`` is not one of :data:`FUSIONS`, or a normalizer's name is taken by another
+        component.
     """
     if fusion not in FUSIONS:
         msg = f"fusion must be one of {FUSIONS}, got {fusion!r}."
         raise ValueError(msg)
+    method, suffix = NORMALIZERS.get(fusion, (None, None))
+    normalizers = {source: f"{source}_{suffix}" for source in sources} if method else {}
+    existing = set(pipeline.graph.nodes)
+    for normalizer in normalizers.values():
+        if normalizer in existing:
+            present = pipeline.get_component(normalizer)
+            if not isinstance(present, DocumentScoreNormalizer) or present.method != method:
+                msg = (
+                    f"add_fusion_joiner needs the component name {normalizer!r} for a DocumentScoreNormalizer"
+                    f"({method!r}), but the pipeline has another component under it ({type(present).__name__})."
+                )
+                raise ValueError(msg)
     for source in sources:
         offered = getattr(pipeline.get_component(source), "top_k", None)
         if isinstance(offered, int) and not isinstance(offered, bool) and offered <= top_k and offered < CANDIDATES:
@@ -69,12 +93,14 @@ def add_fusion_joiner(
                 top_k,
                 CANDIDATES,
             )
-    mode = "merge" if fusion == "convex" else "reciprocal_rank_fusion"
+    mode = "reciprocal_rank_fusion" if fusion == "rrf" else "merge"
     pipeline.add_component(name, DocumentJoiner(join_mode=mode, weights=weights, top_k=top_k))
     for source in sources:
         output = f"{source}.documents"
-        if fusion == "convex":
-            pipeline.add_component(f"{source}_scores", DocumentScoreNormalizer("min_max"))
-            pipeline.connect(output, f"{source}_scores.documents")
-            output = f"{source}_scores.documents"
+        if method:
+            normalizer = normalizers[source]
+            if normalizer not in existing:
+                pipeline.add_component(normalizer, DocumentScoreNormalizer(method))
+                pipeline.connect(output, f"{normalizer}.documents")
+            output = f"{normalizer}.documents"
         pipeline.connect(output, f"{name}.documents")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,6 +19,23 @@ from haystack_mvr.views import unpack_views
 GRANULARITIES = ("document", "snippet")
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger(__name__)
+
+
+def _empty_store_hint(store: Any) -> str:
+    """Why a store may be empty, and the fix, for the warning an empty store behind a retriever gets."""
+    if hasattr(store, "index_path"):  # FAISS
+        if store.index_path is None:
+            return (
+                "it has no index_path, so it lives in memory: a pipeline dumped with it loads with an empty store. "
+                "Save the indexed store (store.save(path)) and open it with index_path=path."
+            )
+        return f"its index_path {store.index_path!r} holds no saved documents: build and save the index there first."
+    if hasattr(store, "index"):  # Qdrant
+        where = getattr(store, "url", None) or getattr(store, "path", None) or getattr(store, "location", None)
+        return f"its collection {store.index!r} ({where or ':memory:'}) is empty or does not exist yet."
+    return "write documents to it first."
 
 
 def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
@@ -108,6 +126,36 @@ class MultiViewRetriever:
             filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
         )
         self.return_embedding = return_embedding
+        self._empty_checked = False
+
+    def warm_up(self) -> None:
+        """
+        Open the document store now, not at the first query: a FAISS store's ``index_path`` is read (and with it
+        the store's encoder, so the first query's encoder is checked too), a Qdrant folder or server is opened and
+        its collection read. ``Pipeline.warm_up()`` calls it; after it the pipeline answers at full speed. A store
+        that holds no documents is logged as a warning, once (see :meth:`run`). Later calls do nothing more.
+        """
+        open_store = getattr(self.document_store, "warm_up", None)
+        if callable(open_store):
+            open_store()
+        self._check_not_empty()
+
+    def _check_not_empty(self) -> None:
+        """Log a warning, once per retriever, when the store holds no documents (checked once: at :meth:`warm_up`,
+        or at the first query that finds nothing)."""
+        if self._empty_checked:
+            return
+        self._empty_checked = True
+        try:
+            empty = self.document_store.count_documents() == 0
+        except Exception:  # a store that cannot be counted now says why at its next use
+            return
+        if empty:
+            logger.warning(
+                "MultiViewRetriever: the %s holds no documents, so every query returns none: %s",
+                type(self.document_store).__name__,
+                _empty_store_hint(self.document_store),
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
@@ -210,7 +258,10 @@ class MultiViewRetriever:
             next component as it is, where it deep-copies a ``list[float]`` one float at a time (a protocol check
             per float; on squad-mv the whole query path takes 1.41x one vector per document through the list socket,
             1.15x through this one: ``benchmarks/results/query_path.squad-mv.md``). Give exactly one of the two.
-        :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match.
+        :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match. A store that
+            holds no documents is logged as a warning once per retriever (at :meth:`warm_up`, or at the first query
+            that finds nothing), as Haystack's ``InMemoryEmbeddingRetriever`` warns about a store without
+            embeddings; the result is still ``[]``.
         :raises ValueError: if ``encoder`` differs from the encoder the store was built with (checked before the
             search, and after it when the store learns its encoder from a saved copy only then), ``top_k`` is not
             a positive integer, or not exactly one of ``query_embedding`` and ``packed_query_embedding`` is given.
@@ -219,6 +270,8 @@ class MultiViewRetriever:
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
         documents = self._searched(encoder, lambda: self._search(query, top_k, filters))
+        if not documents:
+            self._check_not_empty()
         return {"documents": documents}
 
     def _search(self, query: Any, top_k: int, filters: dict[str, Any] | None) -> list[Document]:
@@ -253,6 +306,8 @@ class MultiViewRetriever:
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
         documents = await self._searched_async(encoder, lambda: self._search_async(query, top_k, filters))
+        if not documents:
+            self._check_not_empty()
         return {"documents": documents}
 
     def run_batch(
@@ -275,11 +330,13 @@ class MultiViewRetriever:
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
         if self.granularity == "snippet":  # one widening search per query
             documents = self._searched(encoder, lambda: [self._search(q, top_k, filters) for q in query_embeddings])
-            return {"documents": documents}
-        documents = self._searched(
-            encoder,
-            lambda: self.document_store.search_batch(
-                query_embeddings, top_k=top_k, filters=filters, return_embedding=self.return_embedding
-            ),
-        )
+        else:
+            documents = self._searched(
+                encoder,
+                lambda: self.document_store.search_batch(
+                    query_embeddings, top_k=top_k, filters=filters, return_embedding=self.return_embedding
+                ),
+            )
+        if not any(documents):
+            self._check_not_empty()
         return {"documents": documents}

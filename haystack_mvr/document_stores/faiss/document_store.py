@@ -211,6 +211,14 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 )
             self._loaded = True
 
+    def warm_up(self) -> None:
+        """
+        Load ``index_path`` now instead of at the first use (an index of 10^6 views takes seconds to read and
+        verify), so the first query after a pipeline's warm-up is as fast as the next. ``MultiViewRetriever.warm_up``
+        (and so ``Pipeline.warm_up``) calls it; later calls, and a store without ``index_path``, do nothing.
+        """
+        self._ensure_loaded()
+
     # ------------------------------------------------------------------------------------------ protocol
     def count_documents(self) -> int:
         with self._lock:

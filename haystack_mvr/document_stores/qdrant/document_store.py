@@ -290,6 +290,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self._finalizer: weakref.finalize | None = None
         # What the store last read of its collection (never trusted where it could be stale, see ``_describe``).
         self._collection: _Collection | None = None
+        self._warm_pid: int | None = None  # the process whose warm_up opened the store (Pipeline.run warms up)
         self._described_at = float("-inf")
         self._last_seq = 0
 
@@ -580,6 +581,20 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             )
             raise CollectionMismatchError(msg)
         return collection
+
+    def warm_up(self) -> None:
+        """
+        Open the store now instead of at its first use: the client (a ``path`` folder's points are read into memory
+        then, a server is reached) and the collection's description (its schema and encoder record), so the first
+        query pays for neither. ``MultiViewRetriever.warm_up`` (and so ``Pipeline.warm_up``) calls it. A
+        collection that does not exist yet is not created. In a process that forks, warm up after forking: a
+        ``path`` folder is held by the process that opened it. Later calls (``Pipeline.run`` warms up at every run)
+        do nothing until :meth:`close`.
+        """
+        if self._warm_pid == os.getpid() and self._client is not None:
+            return
+        self._read(lambda collection: collection)
+        self._warm_pid = os.getpid()
 
     # ------------------------------------------------------------------------------------------ protocol
     def count_documents(self) -> int:

