@@ -201,6 +201,17 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]]) -> list[
     return out
 
 
+def reader_entry(model: str, predictions: dict[str, list[str]], latency: dict, answers) -> dict[str, Any]:
+    """One reader's part of the results: what it is, its table, latency, the claims and its answers."""
+    return {
+        "model": model,
+        "table": table(predictions, answers),
+        "latency_ms": latency,
+        "claims": claims(predictions, answers),
+        "predictions": predictions,
+    }
+
+
 def markdown(payload: dict[str, Any]) -> str:
     lines = [f"# Answers from built contexts: {payload['tier']} ({payload['questions']} dev questions)", ""]
     lines += [payload["note"], ""]
@@ -268,22 +279,12 @@ def main() -> None:
     readers: dict[str, Any] = {}
     if args.generative:
         predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)
-        readers["generative (Haystack pipeline, CPU)"] = {
-            "model": f"{args.generative} through generative_reader_pipeline, fp32, {args.threads} thread(s)",
-            "table": table(predictions, answers),
-            "latency_ms": latency,
-            "claims": claims(predictions, answers),
-            "predictions": predictions,
-        }
+        model = f"{args.generative} through generative_reader_pipeline, fp32, {args.threads} thread(s)"
+        readers["generative (Haystack pipeline, CPU)"] = reader_entry(model, predictions, latency, answers)
     if args.extractive:
         predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
-        readers["extractive"] = {
-            "model": f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)",
-            "table": table(predictions, answers),
-            "latency_ms": latency,
-            "claims": claims(predictions, answers),
-            "predictions": predictions,
-        }
+        model = f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)"
+        readers["extractive"] = reader_entry(model, predictions, latency, answers)
     if args.generative_predictions:
         saved_predictions = json.loads(args.generative_predictions.read_text(encoding="utf-8"))[args.tier]
         index = {qid: i for i, qid in enumerate(saved_predictions["question_ids"])}
@@ -292,13 +293,9 @@ def main() -> None:
             for key, values in saved_predictions["rows"].items()
             if args.rows is None or key in args.rows
         }
-        readers["generative"] = {
-            "model": args.generative_model or saved_predictions.get("model", str(args.generative_predictions)),
-            "table": table(predictions, answers),
-            "latency_ms": saved_predictions.get("latency_ms", {}),
-            "claims": claims(predictions, answers),
-            "predictions": predictions,
-        }
+        model = args.generative_model or saved_predictions.get("model", str(args.generative_predictions))
+        latency = saved_predictions.get("latency_ms", {})
+        readers["generative"] = reader_entry(model, predictions, latency, answers)
     payload = {
         "tier": args.tier,
         "questions": len(questions),

@@ -167,3 +167,13 @@ def tiny_generative_reader(tmp_path_factory) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def save_tiny_checkpoint(backbone, path: Path, mode: str, num_views: int) -> Path:
+    """An MVR / CAMVR checkpoint on ``backbone`` (seeded, 64-token documents) saved to ``path``."""
+    from haystack_mvr.modeling import MultiViewEncoder
+
+    torch.manual_seed(0)
+    encoder = MultiViewEncoder.from_pretrained(backbone, mode=mode, num_views=num_views, doc_max_length=64)
+    encoder.save_pretrained(path)
+    return path

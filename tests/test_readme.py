@@ -62,9 +62,7 @@ def offline(tmp_path, monkeypatch):
 
 def test_readme_python_blocks_run_on_tiny_models(offline, tiny_backbone, tiny_generative_reader):
     """Fast: every line of every block runs, with tiny random models in place of the two model names."""
-    out = run_blocks(
-        python_blocks(), {PACKAGED: repr(str(tiny_backbone)), READER: repr(str(tiny_generative_reader))}
-    )
+    out = run_blocks(python_blocks(), {PACKAGED: repr(str(tiny_backbone)), READER: repr(str(tiny_generative_reader))})
     lines = out.splitlines()
     assert len(lines) == 3, out
     assert all(re.match(r"^-?\d+\.\d{3} \[(snippet|document)\] .+", line) for line in lines[:2]), out

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from haystack import Document, Pipeline
 from haystack.components.writers import DocumentWriter
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.views import SPANS_KEY, document_views
+from tests.conftest import save_tiny_checkpoint
 
 GOOD = "The river flows north. Boats carry grain to the sea."
 EMPTY = [Document(id="none", content=None), Document(id="blank", content=""), Document(id="space", content="  \n ")]
@@ -21,10 +20,7 @@ EMPTY = [Document(id="none", content=None), Document(id="blank", content=""), Do
 
 @pytest.fixture(scope="module")
 def camvr_checkpoint(tiny_backbone, tmp_path_factory):
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("camvr")
-    MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64).save_pretrained(path)
-    return path
+    return save_tiny_checkpoint(tiny_backbone, tmp_path_factory.mktemp("camvr"), "camvr", 3)
 
 
 @pytest.mark.parametrize("kind", ["snippet", "camvr"])

@@ -10,15 +10,12 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import ModelNotFoundError
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, document_views
-from tests.conftest import build_tiny_backbone
+from tests.conftest import build_tiny_backbone, save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
 def camvr_checkpoint(tiny_backbone, tmp_path_factory):
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("camvr")
-    MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64).save_pretrained(path)
-    return path
+    return save_tiny_checkpoint(tiny_backbone, tmp_path_factory.mktemp("camvr"), "camvr", 3)
 
 
 def test_document_embedder_init_defaults():

@@ -9,16 +9,12 @@ import pytest
 import torch
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
+from tests.conftest import save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
 def mvr_checkpoint(tiny_backbone, tmp_path_factory):
-    from haystack_mvr.modeling import MultiViewEncoder
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("mvr")
-    MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, doc_max_length=64).save_pretrained(path)
-    return path
+    return save_tiny_checkpoint(tiny_backbone, tmp_path_factory.mktemp("mvr"), "mvr", 2)
 
 
 def edited(checkpoint, tmp_path, **changes):
