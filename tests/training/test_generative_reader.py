@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import generative_reader_pipeline
+from haystack_mvr.modeling.generative_prompt import ANSWER_PATTERN, reader_prompt
 from haystack_mvr.training.readers import (
     GENERATIVE_READER_TEMPLATE,
     GenerativeCollator,
@@ -34,7 +35,6 @@ from haystack_mvr.training.readers import (
 )
 from haystack_mvr.training.readers.generative import end_of_turn_id, fit_passages, prompt_ids
 from haystack_mvr.training.readers.generative_base import SMOLLM2_FILE, SMOLLM2_PACKAGE
-from haystack_mvr.training.readers.generative_prompt import ANSWER_PATTERN, reader_prompt
 from tests.conftest import CHAT_TEMPLATE, chat_bpe_tokenizer, shared_data_dir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from haystack.components.builders import AnswerBuilder, ChatPromptBuilder
 from haystack.dataclasses import ChatMessage
 from haystack.utils import ComponentDevice
 
-from haystack_mvr.training.readers.generative_prompt import ANSWER_PATTERN, GENERATIVE_READER_TEMPLATE
+from haystack_mvr.modeling.generative_prompt import ANSWER_PATTERN, GENERATIVE_READER_TEMPLATE
 
 __all__ = ["generative_prompt_builder", "generative_reader_pipeline"]
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from haystack_mvr._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from haystack_mvr.modeling.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages
     from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
     from haystack_mvr.training.readers.extractive import (
         extractive_features,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         train_from_examples,
         train_generative_reader,
     )
-    from haystack_mvr.training.readers.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages
     from haystack_mvr.training.readers.retrieved_passages import (
         bm25_top_passages,
         passages_with_gold,
@@ -52,14 +52,14 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "FusionInDecoderCollator": "fusion_in_decoder",
-    "GENERATIVE_READER_TEMPLATE": "generative_prompt",
+    "GENERATIVE_READER_TEMPLATE": "generative",
     "GenerativeCollator": "generative",
     "generate_answers": "generative",
     "generative_features": "generative",
     "load_generative_reader": "generative",
     "merge_generative_adapter": "generative",
     "read_examples": "generative",
-    "reader_messages": "generative_prompt",
+    "reader_messages": "generative",
     "save_merged": "generative",
     "squad_mv_examples": "generative",
     "train_from_examples": "generative",

@@ -38,10 +38,10 @@ from transformers import (
     set_seed,
 )
 
+from haystack_mvr.modeling.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages  # noqa: F401 (re-exported)
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
 from haystack_mvr.training.readers.generative_base import SMOLLM2, resolve_base
-from haystack_mvr.training.readers.generative_prompt import reader_messages
 from haystack_mvr.training.readers.trainer_setup import train_and_save
 
 __all__ = [

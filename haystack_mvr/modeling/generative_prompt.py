@@ -1,5 +1,6 @@
 """
-The prompt of the generative reader, one for training and serving (jinja2 and the standard library only).
+The prompt of the generative reader, one for training and serving (jinja2 and the standard library only; here, in
+modeling, so that both training and the Haystack components import it).
 
 ``GENERATIVE_READER_TEMPLATE`` is the user message: the question and the numbered passages. Training renders it
 with :func:`reader_messages`; Haystack renders the very same text with
