@@ -40,9 +40,8 @@ from transformers import (
 
 from haystack_mvr.modeling.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages  # noqa: F401 (re-exported)
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
 from haystack_mvr.training.readers.generative_base import SMOLLM2, resolve_base
-from haystack_mvr.training.readers.trainer_setup import train_and_save
+from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = [
     "LORA_TARGETS",
@@ -334,26 +333,12 @@ def generative_trainer_settings(args: ReaderTrainingArguments) -> tuple[Training
     """``trainer_settings`` for LoRA: bf16 autocast on CUDA (fp32 on CPU), gradient accumulation, no weight
     decay."""
     cuda = torch.cuda.is_available()
-    training_args = TrainingArguments(
-        output_dir=str(args.output_dir / "trainer"),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.batch_size,
+    return trainer_settings(
+        args,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
-        learning_rate=args.learning_rate,
-        warmup_steps=0.1,  # a fraction of the steps
         weight_decay=0.0,
-        logging_steps=args.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        seed=args.seed,
         bf16=cuda and torch.cuda.is_bf16_supported(),
-        use_cpu=not cuda,
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
     )
-    budget: list[TrainerCallback] = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
-    return training_args, budget
 
 
 def _halve_adapter(folder: Path) -> None:
