@@ -515,28 +515,15 @@ class BestChunkPerPage:
         return {"documents": list(pages.values())}
 
 
-def chunks_system(
-    pages: Sequence[Page],
-    model: str,
-    batch_size: int,
-    top_k: int,
-    chunk_top_k: int,
-    length: int,
-    overlap: int,
-    split_rules: bool = True,
-):
+def chunk_indexing(store, model: str, batch_size: int, length: int, overlap: int, split_rules: bool = True):
+    """Haystack's chunking as users build it: sentence ``DocumentSplitter`` -> ``SentenceTransformersDocumentEmbedder``
+    (title embedded) -> ``DocumentWriter`` into ``store``."""
     from haystack import Pipeline
     from haystack.components.preprocessors import DocumentSplitter
-    from haystack.components.retrievers import InMemoryEmbeddingRetriever
     from haystack.components.writers import DocumentWriter
-    from haystack.document_stores.in_memory import InMemoryDocumentStore
-    from haystack_integrations.components.embedders.sentence_transformers import (
-        SentenceTransformersDocumentEmbedder,
-        SentenceTransformersTextEmbedder,
-    )
+    from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersDocumentEmbedder
 
     offline_punkt_tab()
-    store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
     splitter = DocumentSplitter(
         split_by="sentence", split_length=length, split_overlap=overlap, use_split_rules=split_rules
     )
@@ -550,6 +537,28 @@ def chunks_system(
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("splitter.documents", "embedder.documents")
     indexing.connect("embedder.documents", "writer.documents")
+    return indexing
+
+
+def chunks_system(
+    pages: Sequence[Page],
+    model: str,
+    batch_size: int,
+    top_k: int,
+    chunk_top_k: int,
+    length: int,
+    overlap: int,
+    split_rules: bool = True,
+):
+    from haystack import Pipeline
+    from haystack.components.retrievers import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from haystack_integrations.components.embedders.sentence_transformers import (
+        SentenceTransformersTextEmbedder,
+    )
+
+    store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
+    indexing = chunk_indexing(store, model, batch_size, length, overlap, split_rules)
     result, seconds = timed_index(indexing, {"splitter": {"documents": documents(pages)}}, {"embedder"})
     chunks = result["embedder"]["documents"]
     per_page: dict[str, int] = dict.fromkeys((p.id for p in pages), 0)

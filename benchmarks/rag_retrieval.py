@@ -117,29 +117,15 @@ def multi_view_store(tier: Tier, model: str, folder: Path, batch_size: int = 16)
 def chunk_store(tier: Tier, model: str, path: Path, batch_size: int = 32):
     """Haystack's chunking as users build it: sentence chunks embedded one vector each, in an InMemoryDocumentStore
     (saved to ``path`` with ``save_to_disk``)."""
-    from haystack import Pipeline
-    from haystack.components.preprocessors import DocumentSplitter
-    from haystack.components.writers import DocumentWriter
     from haystack.document_stores.in_memory import InMemoryDocumentStore
-    from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersDocumentEmbedder
 
-    from benchmarks.long_documents import offline_punkt_tab
+    from benchmarks.long_documents import chunk_indexing, offline_punkt_tab
 
     offline_punkt_tab()
     if path.exists():
         return InMemoryDocumentStore.load_from_disk(str(path))
     store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
-    splitter = DocumentSplitter(split_by="sentence", split_length=CHUNK_SENTENCES, split_overlap=0)
-    splitter.warm_up()
-    indexing = Pipeline()
-    indexing.add_component("splitter", splitter)
-    indexing.add_component(
-        "embedder",
-        SentenceTransformersDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size),
-    )
-    indexing.add_component("writer", DocumentWriter(document_store=store))
-    indexing.connect("splitter.documents", "embedder.documents")
-    indexing.connect("embedder.documents", "writer.documents")
+    indexing = chunk_indexing(store, model, batch_size, CHUNK_SENTENCES, 0)
     # DocumentSplitter gives chunks their source_id; the pages' titles travel in meta, as users index them
     indexing.run({"splitter": {"documents": tier.documents}})
     path.parent.mkdir(parents=True, exist_ok=True)
