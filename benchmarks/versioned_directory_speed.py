@@ -37,7 +37,7 @@ import faiss
 import numpy as np
 
 from benchmarks.harness import RESULTS, machine_label, write_results
-from haystack_mvr.document_stores.faiss.versioned_directory import open_version, save_version
+from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
 
 
 def drop_cache(path: Path) -> None:

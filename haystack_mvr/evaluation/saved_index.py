@@ -34,8 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import versioned_directory
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
 from haystack_mvr.modeling.sentence_splitting import splitter_name
 
 logger = logging.getLogger(__name__)
@@ -108,10 +107,10 @@ def index_key(corpus: Path, model: str, **settings: Any) -> dict[str, Any]:
 
 def _saved_version(folder: Path) -> dict[str, Any] | None:
     """The current saved version of the FAISS store in ``folder`` and its manifest's SHA-256 (``None``: no store)."""
-    name = versioned_directory.current_version(folder)
+    name = versioned_folder.current_version(folder)
     if name is None:
         return None
-    return {"version": name, "manifest_sha256": _file_sha256(folder / name / versioned_directory.MANIFEST)}
+    return {"version": name, "manifest_sha256": _file_sha256(folder / name / versioned_folder.MANIFEST)}
 
 
 def _loaded(store: FaissMultiViewDocumentStore) -> dict[str, Any]:

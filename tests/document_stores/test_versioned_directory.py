@@ -9,13 +9,10 @@ import numpy as np
 import pytest
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss import versioned_directory as vd
-from haystack_mvr.document_stores.faiss.versioned_directory import (
-    VersionWriter,
-    current_version,
-    open_version,
-    save_version,
-)
+from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
+from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
+from haystack_mvr.document_stores.versioned_folder import current_version
+from haystack_mvr.document_stores.versioned_folder import versions as vd
 
 DOCS = b'{"id": "a", "content": "hello"}\n{"id": "b", "content": "world"}\n'
 
@@ -626,7 +623,7 @@ def test_importing_the_faiss_store_without_fcntl_works_and_registers_no_fork_hoo
 def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     out = _run(
         "from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
-        "from haystack_mvr.document_stores.faiss import versioned_directory as vd\n"
+        "from haystack_mvr.document_stores.versioned_folder import versions as vd\n"
         "assert 'fcntl' not in vars(vd)\n"
         "print(len(ours()))\n"
         "barrier = threading.Barrier(4)\n"
@@ -641,4 +638,4 @@ def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     )
     assert out[0] == "0"  # importing registers nothing
     assert out[1] == "x"
-    assert out[2] == "['haystack_mvr.document_stores.faiss.versioned_directory']"  # four threads raced: once
+    assert out[2] == "['haystack_mvr.document_stores.versioned_folder.locking']"  # four threads raced: once
