@@ -10,7 +10,7 @@ again and replaced.
 
 The key alone would not tie the ``store/`` folder to it: beside the key, ``built_from.json`` records the store that
 was saved: its saved version (each save of a FAISS store writes a new version folder, ``v-`` + a random UUID) and
-the SHA-256 of that version's manifest (every file's size and the CRC-32 of each of its blocks, which the store
+the SHA-256 of that version's manifest (every file's size and the checksum of each of its blocks, which the store
 checks every byte against when it loads), its document count and its encoder record. A store there that is not
 that version (another store placed in the folder, or the saved one written to and saved again) or does not load
 as recorded is not served: it is encoded again. The check reads one small file before the store loads.

@@ -1,7 +1,9 @@
+import json
 import os
 import subprocess
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 import faiss
@@ -171,6 +173,35 @@ def test_a_flipped_byte_in_any_file_is_detected(tmp_path, name):
         _load(tmp_path)
     file.unlink()
     with pytest.raises(DocumentStoreError, match=rf"{name} cannot be opened"):
+        _load(tmp_path)
+
+
+def test_a_version_saved_with_crc32_checksums_still_loads(tmp_path):
+    """Versions saved before XXH3 (a CRC-32 per block) load the same, and damage in them is still refused."""
+    from haystack_mvr.document_stores.versioned_folder import manifest as manifest_format
+
+    version = _save(tmp_path)
+    expected = _load(tmp_path)
+    manifest = tmp_path / version / "manifest.json"
+    saved = json.loads(manifest.read_text())
+    assert saved["checksum"] == "xxh3_64"
+    files = {}
+    for name, entry in saved["files"].items():
+        data, block = (tmp_path / version / name).read_bytes(), entry["block_bytes"]
+        crcs = [f"{zlib.crc32(data[i : i + block]):08x}" for i in range(0, len(data), block)]
+        files[name] = {"bytes": len(data), "block_bytes": block, "crc32": crcs}
+    body = {**{k: saved[k] for k in ("format", "format_version", "meta")}, "checksum": "crc32", "files": files}
+    crc = f"{zlib.crc32(manifest_format._canonical(body)):08x}"
+    manifest.write_text(json.dumps({**body, "manifest_crc32": crc}, indent=1))
+    loaded = _load(tmp_path)
+    assert loaded["meta"] == expected["meta"] and loaded["docs"] == expected["docs"]
+    for key in ("vectors", "rows", "index"):
+        np.testing.assert_array_equal(loaded[key], expected[key])
+    rows = tmp_path / version / "rows.npy"
+    data = bytearray(rows.read_bytes())
+    data[-1] ^= 0x01
+    rows.write_bytes(data)
+    with pytest.raises(DocumentStoreError, match=r"rows\.npy is damaged"):
         _load(tmp_path)
 
 

@@ -294,18 +294,6 @@ def _plain_document(data: Any) -> Document | None:
     return doc
 
 
-def _all_plain(records: list[Any]) -> bool:
-    """Every record is exactly what ``_document_dict`` writes for a plain Document: id, content, meta, embedding,
-    of the right types (a blob or a sparse embedding sends the file to the per-record path)."""
-    return all(type(r) is dict and r.keys() == _PLAIN_FIELDS for r in records) and all(
-        type(r["id"]) is str
-        and type(r["meta"]) is dict
-        and (r["content"] is None or type(r["content"]) is str)
-        and (r["embedding"] is None or type(r["embedding"]) is list)
-        for r in records
-    )
-
-
 def _read_documents(data: bytes, where: str) -> list[Document]:
     """Every line of documents.jsonl as a Document. The lines are parsed by one JSON call over the whole file (as one
     array: a JSON line never holds a raw newline), with orjson where it is installed; only a file that fails is
@@ -317,17 +305,20 @@ def _read_documents(data: bytes, where: str) -> list[Document]:
         records = None
     documents: list[Document] = []
     if records is not None and len(records) == data.count(b"\n"):
-        if _all_plain(records):  # the usual case: each parsed dict becomes a Document's own instance dict
-            new, set_dict = _new_document, object.__setattr__
-            for fields in records:
+        new, set_dict, plain = _new_document, object.__setattr__, _PLAIN_FIELDS
+        for fields in records:
+            if (  # the usual case, exactly what _document_dict writes: the dict becomes the Document's own __dict__
+                type(fields) is dict
+                and fields.keys() == plain
+                and type(fields["id"]) is str
+                and type(fields["meta"]) is dict
+                and (fields["content"] is None or type(fields["content"]) is str)
+                and (fields["embedding"] is None or type(fields["embedding"]) is list)
+            ):
                 fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
                 doc = new(Document)
                 set_dict(doc, "__dict__", fields)
-                documents.append(doc)
-            return documents
-        for fields in records:
-            doc = _plain_document(fields)
-            if doc is None:
+            elif (doc := _plain_document(fields)) is None:
                 break
             documents.append(doc)
         else:

@@ -1,8 +1,9 @@
 """A version's ``manifest.json``: the caller's metadata, each file's size and the checksum of each of its blocks,
 and the manifest's own CRC-32 (over its canonical JSON), so any damage to it is refused, never a different load.
 
-Files are checksummed with zlib's CRC-32 (about 4 GB/s on one core here); it guards against damage, not against
-tampering.
+Files are checksummed with XXH3-64 (``xxhash``: about 27 GB/s on one core here, 6.5x zlib's CRC-32, so verifying a
+file costs a few percent of FAISS reading it). Manifests written with CRC-32 blocks (haystack-mvr before XXH3) are
+still read. Both guard against damage, not against tampering.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import xxhash
 from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores.versioned_folder.locking import fail
@@ -21,11 +23,12 @@ from haystack_mvr.document_stores.versioned_folder.locking import fail
 FORMAT = "haystack-mvr.versioned-directory"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-CHECKSUM = "crc32"  # of new saves
+CHECKSUM = "xxh3_64"  # of new saves
 BLOCK_DIGESTS: dict[str, Callable[[Any], str]] = {
+    "xxh3_64": xxhash.xxh3_64_hexdigest,
     "crc32": lambda block: f"{zlib.crc32(block):08x}",
 }
-_DIGEST_RE = {"crc32": re.compile(r"[0-9a-f]{8}")}
+_DIGEST_RE = {"xxh3_64": re.compile(r"[0-9a-f]{16}"), "crc32": re.compile(r"[0-9a-f]{8}")}
 FILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -112,19 +113,15 @@ def _read_into(fd: int, view: memoryview) -> int:
     return done
 
 
-def _block_digests(fd: int, size: int, block: int, checksum: str) -> list[str] | None:
-    """The checksum of each ``block``-byte block of the file at ``fd``, read from its start; ``None`` if the file
-    does not hold exactly ``size`` bytes."""
+def _file_digests(fd: int, size: int, block: int, checksum: str) -> list[str]:
+    """The checksum of each ``block``-byte block of the ``size``-byte file at ``fd``, hashed from a read-only map of
+    it (no copy: from the page cache, just written or about to be read; a file shorter than ``size`` raises
+    ``ValueError``). Files of a version are never modified once written."""
+    if not size:
+        return []
     digest = BLOCK_DIGESTS[checksum]
-    buffer = memoryview(bytearray(min(block, size) or 1))
-    os.lseek(fd, 0, os.SEEK_SET)
-    digests = []
-    for start in range(0, size, block):
-        want = min(block, size - start)
-        if _read_into(fd, buffer[:want]) != want:
-            return None
-        digests.append(digest(buffer[:want]))
-    return digests if not os.read(fd, 1) else None
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped, memoryview(mapped) as view:
+        return [digest(view[start : start + block]) for start in range(0, size, block)]
 
 
 # --------------------------------------------------------------------------------------------------- writing
@@ -231,22 +228,17 @@ class VersionWriter:
     def write_file(self, name: str, write: Callable[[str], object]) -> None:
         """Let ``write(file)`` write file ``name`` itself, given its path (such as ``faiss.write_index``'s own fast
         writer); the file is checksummed from the page cache afterwards."""
-        with self.open(name) as f:
+        with self.open(name):
             write(str(self.folder / name))
-            assert f._fd is not None
-            os.lseek(f._fd, 0, os.SEEK_END)  # nothing more is written through f
 
     def _record(self, name: str, fd: int) -> None:
         try:
             size = os.fstat(fd).st_size
-            digests = _block_digests(fd, size, BLOCK, CHECKSUM)
+            digests = _file_digests(fd, size, BLOCK, CHECKSUM)
             if self._fsync:
                 os.fsync(fd)
         except OSError as e:
             raise _os_error("write", self.folder / name, e) from e
-        if digests is None:
-            msg = f"{self.folder / name} changed while it was being checksummed; save again."
-            raise DocumentStoreError(msg)
         self._open.pop(name, None)
         self._files[name] = file_entry(size, BLOCK, digests)
 
@@ -595,7 +587,11 @@ class VersionReader:
         """``read(file)`` of file ``name`` once the whole file is verified, given a path to that very file (such as
         ``faiss.read_index``, which then reads the verified bytes from the page cache)."""
         with self._opened(name) as (fd, entry):
-            if _block_digests(fd, entry["bytes"], entry["block_bytes"], self._checksum) != entry[self._checksum]:
+            try:
+                digests = _file_digests(fd, entry["bytes"], entry["block_bytes"], self._checksum)
+            except ValueError:  # shorter than its size a moment ago
+                raise self._damaged(name) from None
+            if digests != entry[self._checksum]:
                 raise self._damaged(name)
             return read(f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else str(self.folder / name))
 
