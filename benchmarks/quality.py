@@ -35,8 +35,8 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import persistence, versioned_directory
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
+from haystack_mvr.document_stores.faiss import persistence
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
 from haystack_mvr.views import VIEWS_KEY, document_views
@@ -216,7 +216,7 @@ def compressed_stores(docs: list[Document], views: list[np.ndarray], spec: str, 
     trained.search([0.0] * trained.embedding_dim, top_k=1)  # trains and fills the index if writes did not
     build_seconds = time.perf_counter() - start
     trained.save(scratch / "trained")
-    version = (scratch / "trained" / versioned_directory.POINTER).read_text(encoding="utf-8").strip()
+    version = (scratch / "trained" / versioned_folder.POINTER).read_text(encoding="utf-8").strip()
     index_file = scratch / "trained" / version / "index.faiss"
     if not index_file.exists():
         msg = f"{factory} was not trained on {rows} rows (its train_size is larger); use a smaller index."

@@ -300,10 +300,11 @@ def part_io(args, pools) -> None:
     cpu_load = [s / w for s, w in zip(cpu["load"], cpu["read_index"], strict=True)]
     params = (
         f"`Flat`, {views:,} views ({views // K:,} documents x {K}, no content), d={DIM}. Save writes documents.jsonl, "
-        "keys, counts and the index with CRC-32 checksums computed while writing, fsyncs every file and folder and "
-        "swaps `CURRENT`; raw is `write_index` + fsync of the file. Load verifies every checksum and cross-checks the "
-        "files; raw is `read_index`. Files in the same folder on the same disk, page cache warm (a first round, not "
-        "kept, wrote and read both); each loaded copy is freed (untimed) before the other operation runs; "
+        "keys, counts and the index (`write_index` itself), checksums each file (XXH3-64) from the page cache, fsyncs "
+        "every file and folder and swaps `CURRENT`; raw is `write_index` + fsync of the file. Load verifies every "
+        "checksum (the index from a read-only map, then `read_index` itself reads it) and cross-checks the files; raw "
+        "is `read_index`. Files in the same folder on the same disk, page cache warm (a first round, not kept, wrote "
+        "and read both); each loaded copy is freed (untimed) before the other operation runs; "
         f"{args.repeats} interleaved rounds, order alternating, ratio per round."
     )
     lines = header("Saving and loading vs write_index / read_index", args, loads, pools, params)

@@ -1,22 +1,23 @@
-"""Save and load of a FAISS Flat index through ``versioned_directory`` vs raw ``faiss.write_index``/``read_index``.
+"""Save and load of a FAISS Flat index through ``versioned_folder`` (``faiss/index_versions.py``) vs raw
+``faiss.write_index``/``read_index``.
 
     python -m benchmarks.versioned_directory_speed                    # 10^6 x 384 float32 (1.5 GB), ~5 min
     python -m benchmarks.versioned_directory_speed --rows 100000 --repeats 3   # smoke test
 
-Each repeat runs every method once, in a shuffled order (interleaved, so drifts of a shared machine hit every
-method alike); the report gives the median and the min-max spread. Before each timed operation the benchmark
-runs ``os.sync()`` (untimed), so no method pays for the write-back of another one's dirty pages.
+Every thread pool is pinned to one thread (threadpoolctl, FAISS's OpenMP). Each repeat runs every method once, in a
+shuffled order (interleaved, so drifts of a shared machine hit every method alike); the report gives the median and
+the min-max spread, the ratios per repeat (wall and CPU time), and the 1-minute load average at every repeat. Before
+each timed operation the benchmark runs ``os.sync()`` (untimed), so no method pays for the write-back of another
+one's dirty pages.
 
 - ``raw_write``: ``faiss.write_index(index, path)`` into a fresh file (no fsync: the data may sit in the page cache);
 - ``raw_write_fsync``: the same plus ``fsync`` of the file and its folder (what durability costs by itself);
-- ``save_nofsync``: ``save_version(..., fsync=False)``: the index streamed through the CRC-32, a manifest, the
-  ``CURRENT`` swap and the removal of the previous version;
+- ``save_nofsync``: ``save_version(..., fsync=False)``: ``faiss.write_index`` into the new version, its XXH3
+  checksums from the page cache, a manifest, the ``CURRENT`` swap and the removal of the previous version;
 - ``save``: ``save_version`` as used (fsync of files and folders);
-- ``raw_read`` / ``load``: ``faiss.read_index(path)`` vs ``open_version`` + ``read_faiss_index`` (the file is
-  read once, each verified 4 MiB block handed to FAISS through ``faiss.PyCallbackIOReader``), with the file in the
-  page cache (just written) and, for ``*_cold``, dropped from it first (``posix_fadvise(DONTNEED)`` after a sync);
-- ``load_verified_first``: the way ``read_faiss_index`` takes with ``io_flags``: the whole file verified through a
-  small buffer, then read by FAISS itself from the page cache.
+- ``raw_read`` / ``load``: ``faiss.read_index(path)`` vs ``open_version`` + ``read_faiss_index`` (the whole file
+  verified from a read-only map, then read by ``faiss.read_index`` itself), with the file in the page cache (just
+  written) and, for ``*_cold``, dropped from it first (``posix_fadvise(DONTNEED)`` after a sync).
 
 Writes ``benchmarks/results/versioned_directory_speed.{json,md}``.
 """
@@ -37,7 +38,8 @@ import faiss
 import numpy as np
 
 from benchmarks.harness import RESULTS, machine_label, write_results
-from haystack_mvr.document_stores.faiss.versioned_directory import open_version, save_version
+from benchmarks.store_speed import pin
+from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
 
 
 def drop_cache(path: Path) -> None:
@@ -72,7 +74,7 @@ def main() -> None:
         render(args.out)
         return
 
-    faiss.omp_set_num_threads(1)
+    pools = pin(1)
     index = faiss.IndexFlatIP(args.dim)
     rng = np.random.default_rng(0)
     for lo in range(0, args.rows, 100_000):
@@ -108,23 +110,19 @@ def main() -> None:
             loaded = version.read_faiss_index("index.faiss")
         checked["load"] = loaded.ntotal == index.ntotal
 
-    def load_verified_first() -> None:
-        with open_version(store) as version:  # any io_flags take this way; IO_FLAG_READ_ONLY changes nothing for Flat
-            loaded = version.read_faiss_index("index.faiss", faiss.IO_FLAG_READ_ONLY)
-        checked["load_verified_first"] = loaded.ntotal == index.ntotal
-
     methods = {
         "raw_write": raw_write,
         "raw_write_fsync": raw_write_fsync,
         "save_nofsync": lambda: save(False),
         "save": lambda: save(True),
     }
-    reads = {"raw_read": raw_read, "load": load, "load_verified_first": load_verified_first}
+    reads = {"raw_read": raw_read, "load": load}
     times: dict[str, list[float]] = {name: [] for name in [*methods, *reads]}
     if not args.no_cold:
         times.update({"raw_read_cold": [], "load_cold": []})
     cpu: dict[str, list[float]] = {name: [] for name in times}
     order = random.Random(0)
+    loads: list[float] = []
     raw_write()
     save(True)
     for repeat in range(args.repeats):
@@ -141,6 +139,7 @@ def main() -> None:
             method()
             times[name].append(time.perf_counter() - started)
             cpu[name].append(time.process_time() - started_cpu)
+        loads.append(os.getloadavg()[0])
         print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
     shutil.rmtree(work)
     assert all(checked.values()), checked
@@ -162,13 +161,18 @@ def main() -> None:
         "save / raw_write_fsync": med["save"] / med["raw_write_fsync"],
         "save_nofsync / raw_write": med["save_nofsync"] / med["raw_write"],
         "load / raw_read": med["load"] / med["raw_read"],
-        "load_verified_first / raw_read": med["load_verified_first"] / med["raw_read"],
     }
     cpu_med = {name: s["cpu_median_s"] for name, s in summary.items()}
     cpu_ratios = {
         "save_nofsync / raw_write": cpu_med["save_nofsync"] / cpu_med["raw_write"],
         "load / raw_read": cpu_med["load"] / cpu_med["raw_read"],
-        "load_verified_first / raw_read": cpu_med["load_verified_first"] / cpu_med["raw_read"],
+    }
+    per_repeat = {  # ratio of each repeat's own pair: wall and CPU, median and range
+        f"{a} / {b}": {
+            kind: _spread([x / y for x, y in zip(runs[a], runs[b], strict=True)])
+            for kind, runs in (("wall", times), ("cpu", cpu))
+        }
+        for a, b in [("save", "raw_write_fsync"), ("save_nofsync", "raw_write"), ("load", "raw_read")]
     }
     if not args.no_cold:
         ratios["load_cold / raw_read_cold"] = med["load_cold"] / med["raw_read_cold"]
@@ -181,10 +185,13 @@ def main() -> None:
         "methods": summary,
         "ratios_of_medians": ratios,
         "cpu_ratios_of_medians": cpu_ratios,
+        "ratios_per_repeat": per_repeat,
         "fsync_cost_s": {
             "raw": med["raw_write_fsync"] - med["raw_write"],
-            "versioned_directory": med["save"] - med["save_nofsync"],
+            "versioned_folder": med["save"] - med["save_nofsync"],
         },
+        "load_average": loads,
+        "thread_pools": pools,
     }
     result["load_average_end"] = os.getloadavg()
     write_results(RESULTS / args.out, result)
@@ -192,16 +199,16 @@ def main() -> None:
 
 
 NOTES = """\
-- `raw_write` does not fsync: its data may still sit in the page cache when it returns. `save` fsyncs every file,
-  the version folder and the store folder, checksums every byte (CRC-32 per 4 MiB block) in the same pass as the
-  write, writes the manifest, swaps `CURRENT` and removes the previous 1.5 GB version.
-- `load` reads the file once and hands each verified 4 MiB block to FAISS through a Python callback;
-  `load_verified_first` (the way taken with `io_flags`) verifies the whole file through a 4 MiB buffer, then lets
-  FAISS read it again from the page cache. Either way the floor is a raw read plus one CRC-32 pass (about 0.3 s of
-  one core per GB here) plus one copy.
-- The machine was shared with other jobs during the run (CPU pressure near 100%): wall-clock times spread widely;
-  the CPU seconds are steadier.
+- `raw_write` does not fsync: its data may still sit in the page cache when it returns. `save` lets
+  `faiss.write_index` write the file, checksums it from the page cache (XXH3-64 per 4 MiB block), fsyncs every file,
+  the version folder and the store folder, writes the manifest, swaps `CURRENT` and removes the previous version.
+- `load` verifies the whole file from a read-only map (no copy), then `faiss.read_index` reads it from the page
+  cache: the floor is a raw read plus one XXH3 pass (about 27 GB/s on one core).
 """
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def render(out: str) -> None:
@@ -209,8 +216,7 @@ def render(out: str) -> None:
     summary, ratios, cpu_ratios = result["methods"], result["ratios_of_medians"], result["cpu_ratios_of_medians"]
     nbytes = result["index_bytes"]
     lines = [
-        f"# versioned_directory save/load vs raw FAISS ({result['rows']:,} x {result['dim']} Flat, "
-        f"{nbytes / 1e9:.2f} GB)",
+        f"# versioned_folder save/load vs raw FAISS ({result['rows']:,} x {result['dim']} Flat, {nbytes / 1e9:.2f} GB)",
         "",
         f"{result['machine']}; {result['repeats']} interleaved repeats; wall-clock median (min-max) seconds and GB/s "
         "of index bytes; CPU seconds of the process (user + system; less sensitive to other loads on a shared "
@@ -226,11 +232,20 @@ def render(out: str) -> None:
         )
     lines += ["", "| ratio of medians | wall | CPU |", "|---|---|---|"]
     lines += [f"| {k} | {v:.2f}x | {f'{cpu_ratios[k]:.2f}x' if k in cpu_ratios else ''} |" for k, v in ratios.items()]
+    if "ratios_per_repeat" in result:
+        lines += ["", "| ratio per repeat | wall median (range) | CPU median (range) |", "|---|---|---|"]
+        for k, r in result["ratios_per_repeat"].items():
+            w, c = r["wall"], r["cpu"]
+            lines.append(
+                f"| {k} | {w['median']:.2f}x ({w['min']:.2f}-{w['max']:.2f}) | "
+                f"{c['median']:.2f}x ({c['min']:.2f}-{c['max']:.2f}) |"
+            )
+        lines += ["", f"Load average (1 min) at each repeat: {', '.join(f'{x:.1f}' for x in result['load_average'])}."]
     fs = result["fsync_cost_s"]
     lines += [
         "",
-        f"fsync cost (difference of medians): raw {fs['raw']:.2f} s, versioned_directory "
-        f"{fs['versioned_directory']:.2f} s.",
+        f"fsync cost (difference of medians): raw {fs['raw']:.2f} s, versioned_folder "
+        f"{fs.get('versioned_folder', fs.get('versioned_directory', 0.0)):.2f} s.",
         "",
         NOTES,
     ]

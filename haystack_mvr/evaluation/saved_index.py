@@ -10,7 +10,7 @@ again and replaced.
 
 The key alone would not tie the ``store/`` folder to it: beside the key, ``built_from.json`` records the store that
 was saved: its saved version (each save of a FAISS store writes a new version folder, ``v-`` + a random UUID) and
-the SHA-256 of that version's manifest (every file's size and the CRC-32 of each of its blocks, which the store
+the SHA-256 of that version's manifest (every file's size and the checksum of each of its blocks, which the store
 checks every byte against when it loads), its document count and its encoder record. A store there that is not
 that version (another store placed in the folder, or the saved one written to and saved again) or does not load
 as recorded is not served: it is encoded again. The check reads one small file before the store loads.
@@ -34,8 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import versioned_directory
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
 from haystack_mvr.modeling.sentence_splitting import splitter_name
 
 logger = logging.getLogger(__name__)
@@ -108,10 +107,10 @@ def index_key(corpus: Path, model: str, **settings: Any) -> dict[str, Any]:
 
 def _saved_version(folder: Path) -> dict[str, Any] | None:
     """The current saved version of the FAISS store in ``folder`` and its manifest's SHA-256 (``None``: no store)."""
-    name = versioned_directory.current_version(folder)
+    name = versioned_folder.current_version(folder)
     if name is None:
         return None
-    return {"version": name, "manifest_sha256": _file_sha256(folder / name / versioned_directory.MANIFEST)}
+    return {"version": name, "manifest_sha256": _file_sha256(folder / name / versioned_folder.MANIFEST)}
 
 
 def _loaded(store: FaissMultiViewDocumentStore) -> dict[str, Any]:

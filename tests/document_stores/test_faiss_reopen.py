@@ -10,7 +10,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import versioned_directory
+from haystack_mvr.document_stores.versioned_folder import versions as versioned_directory
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY
 
 DIM = 8

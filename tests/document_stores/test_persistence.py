@@ -1,4 +1,4 @@
-"""Saving and loading the FAISS multi-view store (format 2, on versioned_directory): round trips, refusals and
+"""Saving and loading the FAISS multi-view store (format 2, on versioned_folder): round trips, refusals and
 files that disagree with each other."""
 
 import json
@@ -11,7 +11,8 @@ from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import persistence, versioned_directory
+from haystack_mvr.document_stores.faiss import index_versions, persistence
+from haystack_mvr.document_stores.versioned_folder import versions
 from haystack_mvr.views import attach_views
 
 
@@ -61,7 +62,7 @@ def test_flat_rows_are_stored_once(tmp_path):
     store = make_store(n=200, dim=32, keep_vectors=True)
     assert store._views.held_rows() == {}
     store.save(tmp_path / "s")
-    with versioned_directory.open_version(tmp_path / "s") as version:
+    with index_versions.open_version(tmp_path / "s") as version:
         assert version.read_array("held.npy").shape == (0, 32)
     folder = next((tmp_path / "s").glob("v-*"))
     index_bytes = (folder / "index.faiss").stat().st_size
@@ -86,15 +87,15 @@ def test_lazy_load_happens_under_the_lock(tmp_path, monkeypatch):
     """A write racing the first load is never erased by it, and a count waits for the load instead of saying 0."""
     make_store().save(tmp_path / "s")
     store = FaissMultiViewDocumentStore(index_path=str(tmp_path / "s"))
-    real_load = persistence.load_into
+    real_load = persistence.load
     loading = threading.Event()
 
     def slow_load(*args, **kwargs):
         loading.set()
         time.sleep(0.3)
-        real_load(*args, **kwargs)
+        return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(persistence, "load_into", slow_load)
+    monkeypatch.setattr(persistence, "load", slow_load)
     counted = []
     reader = threading.Thread(target=lambda: counted.append(store.count_documents()))
     reader.start()
@@ -113,7 +114,7 @@ def test_crash_mid_save_keeps_previous_copy(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(versioned_directory.VersionWriter, "write_faiss_index", broken)
+    monkeypatch.setattr(index_versions.FaissVersionWriter, "write_faiss_index", broken)
     with pytest.raises((OSError, DocumentStoreError)):
         second.save(tmp_path / "s")
     monkeypatch.undo()
@@ -169,7 +170,7 @@ def test_format_1_is_refused_clearly(tmp_path):
 def _resave(path, change):
     """Read every file of the saved store at ``path``, let ``change(files, meta)`` alter them, save them again
     (with valid checksums: the files disagree with each other, not with their checksums)."""
-    with versioned_directory.open_version(path) as version:
+    with index_versions.open_version(path) as version:
         meta = dict(version.meta)
         files = {
             "documents.jsonl": version.read_bytes("documents.jsonl"),
@@ -187,7 +188,7 @@ def _resave(path, change):
         if index is not None:
             w.write_faiss_index("index.faiss", files.get("index", index))
 
-    versioned_directory.save_version(path, write, meta)
+    index_versions.save_version(path, write, meta)
 
 
 def _duplicate_line(files, meta):
@@ -246,14 +247,14 @@ def test_files_that_disagree_are_refused_naming_the_file(tmp_path, change, file)
 
 
 def test_a_flipped_byte_anywhere_in_a_large_index_is_refused(tmp_path, monkeypatch):
-    """index.faiss is verified block by block as FAISS reads it: a flipped byte in any block (the first, one in the
+    """index.faiss is verified whole before FAISS reads it: a flipped byte in any block (the first, one in the
     middle, the last) is refused, and no load, good or refused, leaves a file open."""
     import os
 
-    monkeypatch.setattr(versioned_directory, "BLOCK", 4096)  # the index spans many blocks
+    monkeypatch.setattr(versions, "BLOCK", 4096)  # the index spans many blocks
     store = make_store(n=200, dim=32)
     store.save(tmp_path / "s")
-    monkeypatch.setattr(versioned_directory, "BLOCK", 4 << 20)  # readers follow the manifest's block size
+    monkeypatch.setattr(versions, "BLOCK", 4 << 20)  # readers follow the manifest's block size
     folder = next((tmp_path / "s").glob("v-*"))
     fds = len(os.listdir("/proc/self/fd"))
     loaded = FaissMultiViewDocumentStore()

@@ -1,7 +1,9 @@
+import json
 import os
 import subprocess
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 import faiss
@@ -9,13 +11,10 @@ import numpy as np
 import pytest
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss import versioned_directory as vd
-from haystack_mvr.document_stores.faiss.versioned_directory import (
-    VersionWriter,
-    current_version,
-    open_version,
-    save_version,
-)
+from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
+from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
+from haystack_mvr.document_stores.versioned_folder import current_version
+from haystack_mvr.document_stores.versioned_folder import versions as vd
 
 DOCS = b'{"id": "a", "content": "hello"}\n{"id": "b", "content": "world"}\n'
 
@@ -174,6 +173,35 @@ def test_a_flipped_byte_in_any_file_is_detected(tmp_path, name):
         _load(tmp_path)
     file.unlink()
     with pytest.raises(DocumentStoreError, match=rf"{name} cannot be opened"):
+        _load(tmp_path)
+
+
+def test_a_version_saved_with_crc32_checksums_still_loads(tmp_path):
+    """Versions saved before XXH3 (a CRC-32 per block) load the same, and damage in them is still refused."""
+    from haystack_mvr.document_stores.versioned_folder import manifest as manifest_format
+
+    version = _save(tmp_path)
+    expected = _load(tmp_path)
+    manifest = tmp_path / version / "manifest.json"
+    saved = json.loads(manifest.read_text())
+    assert saved["checksum"] == "xxh3_64"
+    files = {}
+    for name, entry in saved["files"].items():
+        data, block = (tmp_path / version / name).read_bytes(), entry["block_bytes"]
+        crcs = [f"{zlib.crc32(data[i : i + block]):08x}" for i in range(0, len(data), block)]
+        files[name] = {"bytes": len(data), "block_bytes": block, "crc32": crcs}
+    body = {**{k: saved[k] for k in ("format", "format_version", "meta")}, "checksum": "crc32", "files": files}
+    crc = f"{zlib.crc32(manifest_format._canonical(body)):08x}"
+    manifest.write_text(json.dumps({**body, "manifest_crc32": crc}, indent=1))
+    loaded = _load(tmp_path)
+    assert loaded["meta"] == expected["meta"] and loaded["docs"] == expected["docs"]
+    for key in ("vectors", "rows", "index"):
+        np.testing.assert_array_equal(loaded[key], expected[key])
+    rows = tmp_path / version / "rows.npy"
+    data = bytearray(rows.read_bytes())
+    data[-1] ^= 0x01
+    rows.write_bytes(data)
+    with pytest.raises(DocumentStoreError, match=r"rows\.npy is damaged"):
         _load(tmp_path)
 
 
@@ -626,7 +654,7 @@ def test_importing_the_faiss_store_without_fcntl_works_and_registers_no_fork_hoo
 def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     out = _run(
         "from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
-        "from haystack_mvr.document_stores.faiss import versioned_directory as vd\n"
+        "from haystack_mvr.document_stores.versioned_folder import versions as vd\n"
         "assert 'fcntl' not in vars(vd)\n"
         "print(len(ours()))\n"
         "barrier = threading.Barrier(4)\n"
@@ -641,4 +669,4 @@ def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     )
     assert out[0] == "0"  # importing registers nothing
     assert out[1] == "x"
-    assert out[2] == "['haystack_mvr.document_stores.faiss.versioned_directory']"  # four threads raced: once
+    assert out[2] == "['haystack_mvr.document_stores.versioned_folder.locking']"  # four threads raced: once

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss.versioned_directory import VersionWriter, open_version, save_version
+from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
+from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
 
 FORK = multiprocessing.get_context("fork")
 ROWS, DIM = 2000, 64  # about 1 MB of vectors, written twice (array and index): a save takes a few ms

@@ -10,7 +10,8 @@
   - ``view_search``: the widening search, rows to documents, exact scoring; ``flat_scan``: a batch over Flat rows;
   - ``gpu_index``: searching a copy of the index on a GPU, and its depth cap;
   - ``faiss_threads``: FAISS's OpenMP threads per call;
-- ``persistence`` / ``versioned_directory``: the saved store's files, written as crash-safe versions;
+- ``persistence`` / ``index_versions``: the saved store's files, written as crash-safe versions (the backend-neutral
+  ``haystack_mvr.document_stores.versioned_folder`` with FAISS's own reader and writer);
 - ``faiss_import``: the one place FAISS is imported.
 """
 

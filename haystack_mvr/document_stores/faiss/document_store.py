@@ -525,15 +525,13 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def _load_from(self, path: Path) -> None:
         """Replace the contents with the copy at ``path``, checked against this store's arguments first (the caller
         holds the lock); on any error nothing changes."""
-        target = persistence.LoadTarget(
+        loading = persistence.LoadingStore(
             embedding_dim=self.embedding_dim,
             encoder_config=self.encoder_config,
             index_factory=self.index_factory,
             new_view_index=self._new_view_index,
         )
-        persistence.load_into(target, path)
-        state = target.state
-        assert state is not None
+        state = persistence.load(path, loading)
         self._documents = state.documents
         self._key_of = state.keys
         self._id_of = dict(zip(state.keys.values(), state.keys.keys(), strict=True))

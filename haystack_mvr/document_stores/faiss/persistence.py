@@ -1,6 +1,6 @@
-"""Save and verified load of a FaissMultiViewDocumentStore, on top of ``versioned_directory``.
+"""Save and verified load of a FaissMultiViewDocumentStore, on top of ``versioned_folder``.
 
-A saved store is a version folder (``versioned_directory`` handles locking, atomic swaps and checksums) holding::
+A saved store is a version folder (``versioned_folder`` handles locking, atomic swaps and checksums) holding::
 
     documents.jsonl   one Document per line (its meta without views; spans kept)
     keys.npy          int64: each line's document key (its FAISS labels are (key << 12) | view)
@@ -30,7 +30,8 @@ import numpy as np
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores.faiss import versioned_directory
+from haystack_mvr.document_stores import versioned_folder
+from haystack_mvr.document_stores.faiss import index_versions
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
 from haystack_mvr.document_stores.inputs import gc_paused
@@ -42,7 +43,7 @@ KIND = "haystack-mvr.faiss-multi-view-store"
 
 @dataclasses.dataclass
 class StoreState:
-    """A FAISS multi-view store's contents: what :func:`save` writes and what :func:`load_into` reads.
+    """A FAISS multi-view store's contents: what :func:`save` writes and what :func:`load` returns.
 
     The fields are the store's own objects, not copies (a save reads them under the store's lock).
 
@@ -65,7 +66,7 @@ class StoreState:
 
 
 @dataclasses.dataclass
-class LoadTarget:
+class LoadingStore:
     """The store a load is for: what the saved copy is checked against, and how its view index is built.
 
     :param embedding_dim: The loading store's dimension (``None``: any).
@@ -74,18 +75,16 @@ class LoadTarget:
         of another factory is refused.
     :param new_view_index: Builds an empty view index of a dimension with the store's settings, given the
         settings the save recorded (used where the store was given none).
-    :param state: Set by :func:`load_into`: the copy it read, checked, for the store to apply.
     """
 
     embedding_dim: int | None
     encoder_config: dict[str, Any] | None
     index_factory: str | None
     new_view_index: Callable[[int, dict[str, Any]], ViewIndex]
-    state: StoreState | None = None
 
 
 def exists(path: str | Path) -> bool:
-    return versioned_directory.current_version(path) is not None
+    return versioned_folder.current_version(path) is not None
 
 
 def save(state: StoreState, path: Path) -> None:
@@ -100,7 +99,7 @@ def save(state: StoreState, path: Path) -> None:
     dim = views.dim if views is not None else state.embedding_dim
     held_keys = [int(k) for k, c in zip(keys, counts, strict=True) if c and int(k) in held_by_key]
 
-    def write(w: versioned_directory.VersionWriter) -> None:
+    def write(w: index_versions.FaissVersionWriter) -> None:
         with w.open("documents.jsonl") as f:
             lines = []
             for doc_id in ids:
@@ -137,14 +136,14 @@ def save(state: StoreState, path: Path) -> None:
         "trained": index is not None,
         "held_rows": int(sum(len(held_by_key[k]) for k in held_keys)),
     }
-    versioned_directory.save_version(path, write, meta)
+    index_versions.save_version(path, write, meta)
 
 
 def _refuse_old_format(path: Path) -> None:
-    """A store saved by haystack-mvr before format 2 (its own manifest, no versioned_directory envelope)."""
+    """A store saved by haystack-mvr before format 2 (its own manifest, no versioned_folder envelope)."""
     try:
-        name = (path / versioned_directory.POINTER).read_text(encoding="ascii").strip()
-        manifest = json.loads((path / name / versioned_directory.MANIFEST).read_text(encoding="utf-8"))
+        name = (path / versioned_folder.POINTER).read_text(encoding="ascii").strip()
+        manifest = json.loads((path / name / versioned_folder.MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
     if isinstance(manifest, dict) and "checksums" in manifest and manifest.get("format_version") == 1:
@@ -156,18 +155,18 @@ def _refuse_old_format(path: Path) -> None:
         raise DocumentStoreError(msg)
 
 
-def load_into(target: LoadTarget, path: Path) -> None:
-    """Read and check the copy saved at ``path`` for ``target``; sets ``target.state`` (the store applies it).
+def load(path: Path, target: LoadingStore) -> StoreState:
+    """Read the copy saved at ``path`` and check it for ``target``; the store applies what it returns.
 
     :raises DocumentStoreError: no saved store at ``path``, a copy of another format, dimension, encoder or trained
         factory than ``target``'s, or damaged files (each named).
     """
     if not exists(path):
         _refuse_old_format(path)
-        msg = f"No saved multi-view store at {path} (missing {versioned_directory.POINTER} file)."
+        msg = f"No saved multi-view store at {path} (missing {versioned_folder.POINTER} file)."
         raise DocumentStoreError(msg)
     _refuse_old_format(path)
-    with versioned_directory.open_version(path) as version, gc_paused(version.meta.get("documents") or 0):
+    with index_versions.open_version(path) as version, gc_paused(version.meta.get("documents") or 0):
         meta = version.meta
         where = f"The saved store at {path}"
         if meta.get("kind") != KIND or meta.get("format_version") != FORMAT_VERSION:
@@ -186,10 +185,10 @@ def load_into(target: LoadTarget, path: Path) -> None:
         held = version.read_array("held.npy")
         tombstones = version.read_array("tombstones.npy")
         index = version.read_faiss_index("index.faiss") if meta["trained"] else None
-        views = _check_and_build(
+        views = _checked_view_index(
             target, meta, saved, where, documents, len(by_id), keys, counts, held, tombstones, index
         )
-        target.state = StoreState(
+        return StoreState(
             documents=by_id,
             keys=dict(zip(ids, keys.tolist(), strict=True)),
             views=views,
@@ -199,7 +198,7 @@ def load_into(target: LoadTarget, path: Path) -> None:
         )
 
 
-def _check_compatible(target: LoadTarget, meta: dict[str, Any], where: str) -> None:
+def _check_compatible(target: LoadingStore, meta: dict[str, Any], where: str) -> None:
     dim = meta["embedding_dim"]
     if target.embedding_dim is not None and dim is not None and dim != target.embedding_dim:
         msg = f"{where} holds {dim}-dimensional vectors; this store expects {target.embedding_dim}."
@@ -295,18 +294,6 @@ def _plain_document(data: Any) -> Document | None:
     return doc
 
 
-def _all_plain(records: list[Any]) -> bool:
-    """Every record is exactly what ``_document_dict`` writes for a plain Document: id, content, meta, embedding,
-    of the right types (a blob or a sparse embedding sends the file to the per-record path)."""
-    return all(type(r) is dict and r.keys() == _PLAIN_FIELDS for r in records) and all(
-        type(r["id"]) is str
-        and type(r["meta"]) is dict
-        and (r["content"] is None or type(r["content"]) is str)
-        and (r["embedding"] is None or type(r["embedding"]) is list)
-        for r in records
-    )
-
-
 def _read_documents(data: bytes, where: str) -> list[Document]:
     """Every line of documents.jsonl as a Document. The lines are parsed by one JSON call over the whole file (as one
     array: a JSON line never holds a raw newline), with orjson where it is installed; only a file that fails is
@@ -318,17 +305,20 @@ def _read_documents(data: bytes, where: str) -> list[Document]:
         records = None
     documents: list[Document] = []
     if records is not None and len(records) == data.count(b"\n"):
-        if _all_plain(records):  # the usual case: each parsed dict becomes a Document's own instance dict
-            new, set_dict = _new_document, object.__setattr__
-            for fields in records:
+        new, set_dict, plain = _new_document, object.__setattr__, _PLAIN_FIELDS
+        for fields in records:
+            if (  # the usual case, exactly what _document_dict writes: the dict becomes the Document's own __dict__
+                type(fields) is dict
+                and fields.keys() == plain
+                and type(fields["id"]) is str
+                and type(fields["meta"]) is dict
+                and (fields["content"] is None or type(fields["content"]) is str)
+                and (fields["embedding"] is None or type(fields["embedding"]) is list)
+            ):
                 fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
                 doc = new(Document)
                 set_dict(doc, "__dict__", fields)
-                documents.append(doc)
-            return documents
-        for fields in records:
-            doc = _plain_document(fields)
-            if doc is None:
+            elif (doc := _plain_document(fields)) is None:
                 break
             documents.append(doc)
         else:
@@ -350,8 +340,8 @@ def _corrupt(where: str, file: str, what: str) -> DocumentStoreError:
     return DocumentStoreError(f"{where} is corrupt: {file} {what}.")
 
 
-def _check_and_build(
-    target: LoadTarget,
+def _checked_view_index(
+    target: LoadingStore,
     meta: dict[str, Any],
     saved: dict[str, Any],
     where: str,
