@@ -33,7 +33,7 @@ from haystack.document_stores.errors import DocumentStoreError
 from haystack_mvr.document_stores.faiss import versioned_directory
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
-from haystack_mvr.document_stores.inputs import gc_paused
+from haystack_mvr.document_stores.writes import gc_paused
 from haystack_mvr.views import SPANS_KEY
 
 FORMAT_VERSION = 2
