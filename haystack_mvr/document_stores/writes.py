@@ -11,11 +11,9 @@ checks the batch against what it holds.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -172,7 +170,7 @@ def prepare_document(document: Document) -> PreparedDocument:
                 "nothing of this batch was written."
             )
             raise ValueError(msg)
-        if embedding_repeats_first_view(embedding, raw, views):
+        if embedding_repeats_first_view(embedding, views):
             embedding = None  # read back from view 0, which the embedders set as embedding anyway
     meta = json_meta(doc_meta, f"Document {document.id!r}")  # a copy: nested values are the store's own
     if spans is not None:
@@ -234,28 +232,6 @@ def _not_json(where: str, what: str) -> ValueError:
         "lists or dicts of them with string keys (numpy numbers are converted), e.g. an ISO string for a date. "
         "Nothing was written."
     )
-
-
-_GC_PAUSE_DOCUMENTS = 10_000
-
-
-@contextlib.contextmanager
-def gc_paused(documents: int) -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a batch of ``documents`` (at least 10,000) is written or loaded.
-
-    Each stored document is a few new container objects (the Document, its meta); 125,000 of them (10^6 views) set off
-    generation-2 collections that traverse every object the process holds again and again: a quarter of the time
-    of writing 10^6 views. These objects form no reference cycles, so pausing loses nothing; the collector is
-    switched back on afterwards (only if it was on) and runs at its usual thresholds.
-    """
-    if documents < _GC_PAUSE_DOCUMENTS or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 __all__ = [

@@ -36,8 +36,8 @@ def _empty_store_hint(store: Any) -> str:
 
 
 def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
-    """The one query vector given: ``query_embedding`` as it is, or the float32 values a packed one holds, as the
-    ``list[float]`` the store contract takes (each float32 exactly: the store reads back the same vector)."""
+    """The one query vector given: ``query_embedding`` as it is, or the float32 row a packed one holds (read-only,
+    passed to the store as it is: every store takes a ``(d,)`` float32 array as a query)."""
     if (query_embedding is None) == (packed_query_embedding is None):
         given = "both" if query_embedding is not None else "neither"
         msg = (
@@ -59,7 +59,7 @@ def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
             f"packed_query_embedding must hold one vector, got {matrix.shape[0]} ({matrix.shape[0]}x{matrix.shape[1]})."
         )
         raise ValueError(msg)
-    return matrix[0].tolist()
+    return matrix[0]
 
 
 @component

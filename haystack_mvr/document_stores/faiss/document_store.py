@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import itertools
 import logging
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,7 +44,6 @@ from haystack_mvr.document_stores.writes import (
     PreparedBatch,
     document_id_list,
     document_list,
-    gc_paused,
     json_meta,
     prepare_documents,
     same_encoder,
@@ -270,7 +268,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         """
         documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
-        with self._lock, gc_paused(len(documents)):
+        with self._lock:
             self._ensure_loaded()
             prepared = self._prepare(documents)
             encoder = prepared.encoder
@@ -581,14 +579,6 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     f"split the document, or encode it with fewer, longer snippets."
                 )
                 raise ValueError(msg)
-            fields = doc.__dict__  # the id, a short content, meta scalars and span ends allocated now (see _own)
-            fields["id"], fields["content"] = _own(doc.id), _own(doc.content)
-            meta = doc.meta
-            for key, value in meta.items():
-                if key == SPANS_KEY:
-                    meta[key] = [None if s is None else [s[0] + 0, s[1] + 0] for s in value]
-                else:
-                    meta[key] = _own(value)
         known = self.encoder_config
         if batch.encoder is not None and known is not None and not same_encoder(batch.encoder, known):
             msg = (
@@ -685,25 +675,6 @@ def _copy_json(value: Any) -> Any:
 
 def _invalid_views(doc: Document, problem: str) -> ValueError:
     return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
-
-
-def _own(value: Any) -> Any:
-    """A new object equal to ``value`` when it is a small ``str``, ``int`` or ``float`` (anything else as it is).
-
-    What the store keeps of a written document (its id, a short content, its top-level meta scalars, span ends) is
-    allocated by the write instead of shared with the caller's document. Python's small-object allocator returns
-    memory to the system only in whole 1 MiB arenas: a kept id made in the caller's loop beside that document's
-    temporaries (view 0 as 384 Python floats, ``FirstView``) would keep the whole arena of those temporaries resident
-    after the caller drops them (``benchmarks/results/store_memory_embedded.md``). Larger strings (over 512 bytes,
-    not in those arenas) are shared as before."""
-    kind = type(value)
-    if kind is str:
-        return value[:1] + value[1:] if len(value) > 1 and sys.getsizeof(value) <= 512 else value
-    if kind is int:
-        return value if -5 <= value <= 256 else value + 0  # -5..256 are shared, preallocated objects
-    if kind is float:
-        return value * 1.0
-    return value
 
 
 __all__ = ["FaissMultiViewDocumentStore"]

@@ -33,7 +33,6 @@ from haystack.document_stores.errors import DocumentStoreError
 from haystack_mvr.document_stores.faiss import versioned_directory
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
-from haystack_mvr.document_stores.writes import gc_paused
 from haystack_mvr.views import SPANS_KEY
 
 FORMAT_VERSION = 2
@@ -167,7 +166,7 @@ def load_into(target: LoadTarget, path: Path) -> None:
         msg = f"No saved multi-view store at {path} (missing {versioned_directory.POINTER} file)."
         raise DocumentStoreError(msg)
     _refuse_old_format(path)
-    with versioned_directory.open_version(path) as version, gc_paused(version.meta.get("documents") or 0):
+    with versioned_directory.open_version(path) as version:
         meta = version.meta
         where = f"The saved store at {path}"
         if meta.get("kind") != KIND or meta.get("format_version") != FORMAT_VERSION:
