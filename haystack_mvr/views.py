@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -110,72 +109,11 @@ class PackedViews(str):
         return _unpickle_packed, (str(self),)
 
 
-class FirstView(list):
-    """
-    The ``embedding`` :func:`attach_views` sets: view 0 of :attr:`views` as a ``list[float]``.
-
-    It remembers which :class:`PackedViews` it came from, so a store can tell in O(1) that the embedding repeats
-    view 0 (and need not keep it) instead of comparing ``d`` floats per document. Any in-place change forgets it.
-    Copies keep it; pickling gives a plain list.
-
-    Its ``d`` floats are small Python objects, whose memory Python returns to the system only in whole 1 MiB arenas:
-    a store must not keep an object the caller made between them (an id made in the same loop), or those arenas
-    stay resident after the documents are dropped. The FAISS store keeps its own copies of what it keeps
-    (``benchmarks/results/store_memory_embedded.md``).
-    """
-
-    __slots__ = ("views",)
-
-    def __init__(self, values: Any = (), views: PackedViews | None = None) -> None:
-        super().__init__(values)
-        self.views = views
-
-    def __copy__(self) -> FirstView:
-        return FirstView(self, self.views)
-
-    def __deepcopy__(self, memo: dict) -> list:
-        if self.views is None:  # changed in place: its items may no longer be floats
-            return [copy.deepcopy(x, memo) for x in self]
-        return FirstView(self, self.views)  # floats are immutable: a shallow copy is a deep one
-
-    def __reduce__(self) -> tuple[Any, tuple[list]]:
-        return list, (list(self),)
-
-
-def _forgetting(name: str) -> Any:
-    method = getattr(list, name)
-
-    def forget(self: FirstView, *args: Any, **kwargs: Any) -> Any:
-        self.views = None
-        return method(self, *args, **kwargs)
-
-    forget.__name__ = name
-    return forget
-
-
-for _name in (
-    "__setitem__",
-    "__delitem__",
-    "__iadd__",
-    "__imul__",
-    "append",
-    "extend",
-    "insert",
-    "pop",
-    "remove",
-    "clear",
-    "sort",
-    "reverse",
-):
-    setattr(FirstView, _name, _forgetting(_name))
-
-
-def embedding_repeats_first_view(embedding: Sequence[float], raw_views: Any, views: np.ndarray) -> bool:
-    """Whether a document's ``embedding`` equals view 0 of its views exactly (read back equal), so it need not be
-    kept: O(1) for what :func:`attach_views` made, else an exact comparison."""
-    if type(embedding) is FirstView and embedding.views is not None and embedding.views is raw_views:
-        return True
-    return list(embedding) == views[0].tolist()
+def embedding_repeats_first_view(embedding: Sequence[float], views: np.ndarray) -> bool:
+    """Whether a document's ``embedding`` equals view 0 of its ``(k, d)`` views exactly, so a store need not keep it
+    (it reads view 0 back as the ``embedding``)."""
+    first = views[0].tolist()
+    return (embedding if type(embedding) is list else list(embedding)) == first
 
 
 def _unpickle_packed(text: str) -> PackedViews:
@@ -223,7 +161,7 @@ def attach_views(document: Document, views: np.ndarray, spans: Sequence[Span] | 
         meta[SPANS_KEY] = [None if s is None else [int(s[0]), int(s[1])] for s in spans]
     else:
         meta.pop(SPANS_KEY, None)
-    return dataclasses.replace(document, meta=meta, embedding=FirstView(packed.matrix[0].tolist(), packed))
+    return dataclasses.replace(document, meta=meta, embedding=packed.matrix[0].tolist())
 
 
 def exported_document(stored: Document, views: np.ndarray | None, encoder: dict[str, Any] | None = None) -> Document:

@@ -110,23 +110,17 @@ def test_views_in_any_accepted_form_read_the_same():
         np.testing.assert_array_equal(document_views(Document(content="x", meta={VIEWS_KEY: raw})), views)
 
 
-def test_the_attached_embedding_is_known_to_repeat_view_zero_until_changed():
+def test_the_attached_embedding_is_view_zero_as_a_plain_list():
     views = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = attach_views(Document(id="a", content="x"), views)
-    packed, embedding = out.meta[VIEWS_KEY], out.embedding
-    assert embedding == [0.0, 1.0, 2.0] and embedding_repeats_first_view(embedding, packed, views)
+    embedding = out.embedding
+    assert type(embedding) is list and embedding == [0.0, 1.0, 2.0]
+    assert embedding_repeats_first_view(embedding, views) and embedding_repeats_first_view(tuple(embedding), views)
     copied = copy.deepcopy(out)  # what a Haystack pipeline hands the next component
-    assert embedding_repeats_first_view(copied.embedding, copied.meta[VIEWS_KEY], views)
-    assert pickle.loads(pickle.dumps(embedding)) == embedding and type(pickle.loads(pickle.dumps(embedding))) is list
-    # another document's views, or any in-place change, falls back to comparing the floats
-    other = PackedViews(views * 2)
-    assert not embedding_repeats_first_view(embedding, other, other.matrix)
-    assert embedding_repeats_first_view(list(embedding), other, views)
+    assert embedding_repeats_first_view(copied.embedding, document_views(copied))
+    assert not embedding_repeats_first_view(embedding, views * 2)
     embedding[1] = 5.0
-    assert not embedding_repeats_first_view(embedding, packed, views)
-    changed = attach_views(Document(id="b", content="x"), views).embedding
-    changed.append(9.0)
-    assert changed.views is None and not embedding_repeats_first_view(changed, packed, views)
+    assert not embedding_repeats_first_view(embedding, views)
 
 
 def test_annotate_match_scores_by_the_best_view_and_prefers_a_snippet_on_a_tie():

@@ -18,6 +18,7 @@ __all__ = [
     "check_optional_positive_int",
     "check_positive_int",
     "check_query_dimension",
+    "check_query_encoder",
     "check_top_k",
     "document_dimension_message",
 ]
@@ -67,6 +68,24 @@ def check_query_dimension(queries: np.ndarray, dim: int) -> None:
     """A ``ValueError`` unless the ``(n, d)`` query matrix has the stored views' dimension ``dim``."""
     if queries.shape[1] != dim:
         msg = f"query_embedding has dimension {queries.shape[1]} but the stored views have dimension {dim}."
+        raise ValueError(msg)
+
+
+def check_query_encoder(stored: dict[str, Any] | None, encoder: dict[str, Any] | None) -> None:
+    """
+    A ``ValueError`` when a query ``encoder`` (``MultiViewTextEmbedder``'s ``encoder`` output) differs from the
+    ``stored`` encoder config of a store's views; nothing when either is unknown.
+
+    Compared on the keys both have, except ``model`` (the same weights can be named by different paths).
+    """
+    if not encoder or not stored:
+        return
+    differ = sorted(k for k in set(stored) & set(encoder) - {"model"} if stored[k] != encoder[k])
+    if differ:
+        msg = (
+            f"The document store was built with encoder {stored} but the query encoder is {encoder} "
+            f"(they differ in {differ}): embed queries with the model and options that indexed the documents."
+        )
         raise ValueError(msg)
 
 

@@ -65,6 +65,9 @@ class ThreadedAsyncMethods:
             self.get_metadata_field_unique_values, metadata_field, search_term, from_, size, filters
         )
 
+    async def check_query_encoder_async(self, encoder: dict[str, Any] | None) -> None:
+        await asyncio.to_thread(self.check_query_encoder, encoder)
+
     async def search_async(
         self,
         query_embedding: Any,

@@ -22,11 +22,22 @@ class MultiViewDocumentStore(DocumentStore, Protocol):
     ``haystack_mvr.testing`` holds the contract suite every backend runs.
 
     ``encoder_config`` is the identity of the encoder the stored views come from (``meta["mvr_encoder"]`` of the
-    documents written, see ``haystack_mvr.views``), or ``None`` while unknown; the retriever checks query encoders
-    against it.
+    documents written, see ``haystack_mvr.views``), or ``None`` while unknown: a plain attribute, read from the
+    stored data when the store opens. :meth:`check_query_encoder` checks a query encoder against it.
     """
 
     encoder_config: dict[str, Any] | None
+
+    def check_query_encoder(self, encoder: dict[str, Any] | None) -> None:
+        """
+        Open the store (so its ``encoder_config`` is what its data records) and raise a ``ValueError`` if ``encoder``,
+        a query encoder's identity, differs from it (``haystack_mvr.document_stores.checks.check_query_encoder``).
+        """
+        ...
+
+    async def check_query_encoder_async(self, encoder: dict[str, Any] | None) -> None:
+        """Asynchronous :meth:`check_query_encoder`."""
+        ...
 
     def search(
         self,

@@ -124,7 +124,7 @@ def test_retriever_refuses_both_neither_or_a_wrong_packed_query(small_store):
 
 
 def test_pipeline_hands_the_packed_query_over_uncopied_and_exact(tiny_backbone, indexed_store, monkeypatch):
-    """The retriever receives the very object the embedder returned, and the store the embedder's floats."""
+    """The retriever receives the very object the embedder returned, and the store the embedder's float32 row."""
     received, searched = [], []
     unpack = retriever_module._query_vector
 
@@ -144,7 +144,9 @@ def test_pipeline_hands_the_packed_query_over_uncopied_and_exact(tiny_backbone, 
     result = pipeline.run({"query_embedder": {"text": "Vistula river"}}, include_outputs_from={"query_embedder"})
     sent = result["query_embedder"]["packed_embedding"]
     assert len(received) == 1 and received[0] is sent  # no deep copy on the way
-    assert searched == [result["query_embedder"]["embedding"]]  # the embedder's float32 values, exactly
+    assert len(searched) == 1 and type(searched[0]) is np.ndarray and searched[0].dtype == np.float32
+    assert searched[0].tolist() == result["query_embedder"]["embedding"]  # the embedder's float32 row, as it is
+    assert np.shares_memory(searched[0], sent.matrix)  # a row of the packed matrix: not converted to Python floats
     assert len(result["retriever"]["documents"]) == 3
 
 

@@ -91,3 +91,34 @@ def test_stores_and_retriever_give_the_same_top_k_and_dimension_messages():
         store.search([1.0, 0.0, 0.0])
     with pytest.raises(ValueError, match=r"^Document 'b' has 3-dimensional vectors but the store holds 2-dimensional"):
         store.write_documents([Document(id="b", content="y", embedding=[1.0, 0.0, 0.0])])
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (Document(id="e", embedding=[1.0, 0.0, 0.0], meta={"mvr_views": [[1.0, 0.0]]}), "embedding has 3 dimensions"),
+        (Document(id="m", embedding=[1.0, 0.0], meta={"mvr_encoder": "mvr"}), r"must be a dict naming the encoder"),
+        (Document(id="j", embedding=[1.0, 0.0], meta={"when": {1, 2}}), r"meta field 'when' holds a set"),
+        (Document(id="n", meta={"mvr_views": np.array([[np.nan, 0.0]], np.float32)}), "NaN or infinite"),
+    ],
+)
+def test_both_stores_refuse_a_document_alike_through_the_one_write_converter(document, message):
+    """FAISS and Qdrant prepare writes with the same converter (``writes.prepare_documents``): same refusals, same
+    messages, nothing written."""
+    pytest.importorskip("qdrant_client")
+    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+
+    for store in (FaissMultiViewDocumentStore(), QdrantMultiViewDocumentStore()):
+        with pytest.raises(ValueError, match=rf"^Document '{document.id}'.*{message}"):
+            store.write_documents([Document(id="ok", embedding=[0.0, 1.0]), document])
+        assert store.count_documents() == 0, type(store).__name__
+
+
+def test_a_batch_with_two_encoders_is_refused_by_both_stores():
+    pytest.importorskip("qdrant_client")
+    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+
+    docs = [Document(id=i, embedding=[1.0, 0.0], meta={"mvr_encoder": {"mode": i}}) for i in ("a", "b")]
+    for store in (FaissMultiViewDocumentStore(), QdrantMultiViewDocumentStore()):
+        with pytest.raises(ValueError, match=r"^Document 'b' was encoded by \{'mode': 'b'\} but other documents"):
+            store.write_documents(docs)

@@ -448,25 +448,3 @@ def test_results_are_copies_that_cannot_change_the_store(document_store):
     assert again.meta[SPANS_KEY] == [[0, 11], [12, 24]] and again.meta["lang"] == "en"
     assert again.meta[MATCHED_VIEW_KEY] == 1 and again.meta[MATCHED_TEXT_KEY] == "Second part."
     assert again.score == pytest.approx(1.0)
-
-
-def test_a_write_keeps_its_own_copies_of_the_small_values_it_stores(document_store):
-    """The id, a short content, meta scalars and span ends are new objects, equal to the caller's: a kept object
-    made in the caller's loop would keep the memory of that loop's temporaries (view 0 as Python floats) from
-    being returned (benchmarks/results/store_memory_embedded.md)."""
-    doc_id, content = "".join(["doc", "-", "1"]), "".join(["x"] * 400)
-    title, year, weight = "".join(["a", " title"]), 1000 + len(content), 0.5 + len(content)
-    doc = attach_views(
-        Document(id=doc_id, content=content, meta={"title": title, "year": year, "weight": weight}),
-        np.array([[1.0, 0.0], [0.0, 1.0]]),
-        [(300, 399), (0, 10)],
-    )
-    document_store.write_documents([doc])
-    stored = document_store._documents[doc_id]
-    assert stored.id == doc_id and stored.id is not doc_id
-    assert stored.content == content and stored.content is not content
-    assert stored.meta == {"title": title, "year": year, "weight": weight, SPANS_KEY: [[300, 399], [0, 10]]}
-    assert all(stored.meta[k] is not v for k, v in (("title", title), ("year", year), ("weight", weight)))
-    assert stored.meta[SPANS_KEY][0][0] is not doc.meta[SPANS_KEY][0][0]
-    assert next(iter(document_store._key_of)) is stored.id
-    assert document_store.search([1.0, 0.0], top_k=1)[0].meta[MATCHED_TEXT_KEY] == content[300:399]

@@ -17,7 +17,7 @@ from haystack_mvr.components.builders.context_selection import (
     select_pieces,
     token_ends_counter,
 )
-from haystack_mvr.components.retrievers.multi_view_retriever import MultiViewRetriever, _query_vector
+from haystack_mvr.components.retrievers.multi_view_retriever import _query_vector
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 from haystack_mvr.views import (
@@ -237,11 +237,10 @@ class MultiViewContextBuilder:
         return default_from_dict(cls, data)
 
     def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
-        """Raise if ``encoder`` differs from the store's ``encoder_config`` (when both are known), as the retriever
-        checks it."""
-        stored = getattr(self.document_store, "encoder_config", None)
-        if encoder and stored:
-            MultiViewRetriever._compare_encoders(stored, encoder)
+        """Raise if ``encoder`` differs from the store's ``encoder_config``, checked by the store as for the
+        retriever."""
+        if encoder:
+            self.document_store.check_query_encoder(encoder)
 
     def _prepare(
         self,

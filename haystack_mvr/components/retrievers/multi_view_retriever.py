@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import import_class_by_name
@@ -17,8 +16,6 @@ from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import unpack_views
 
 GRANULARITIES = ("document", "snippet")
-
-_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +36,8 @@ def _empty_store_hint(store: Any) -> str:
 
 
 def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
-    """The one query vector given: ``query_embedding`` as it is, or the float32 values a packed one holds, as the
-    ``list[float]`` the store contract takes (each float32 exactly: the store reads back the same vector)."""
+    """The one query vector given: ``query_embedding`` as it is, or the float32 row a packed one holds (read-only,
+    passed to the store as it is: every store takes a ``(d,)`` float32 array as a query)."""
     if (query_embedding is None) == (packed_query_embedding is None):
         given = "both" if query_embedding is not None else "neither"
         msg = (
@@ -62,7 +59,7 @@ def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
             f"packed_query_embedding must hold one vector, got {matrix.shape[0]} ({matrix.shape[0]}x{matrix.shape[1]})."
         )
         raise ValueError(msg)
-    return matrix[0].tolist()
+    return matrix[0]
 
 
 @component
@@ -181,60 +178,6 @@ class MultiViewRetriever:
         """The runtime ``top_k`` (0 is refused, not read as "the default"), or the init one when it is ``None``."""
         return self.top_k if top_k is None else check_top_k(top_k)
 
-    def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
-        """
-        Raise if the query ``encoder`` (``MultiViewTextEmbedder``'s output) differs from the store's ``encoder_config``.
-
-        Compared on the keys both have, except ``model`` (the same weights can be named by different paths).
-        """
-        stored = getattr(self.document_store, "encoder_config", None)
-        if not encoder or not stored:
-            return
-        self._compare_encoders(stored, encoder)
-
-    def _searched(self, encoder: dict[str, Any] | None, search: Callable[[], _T]) -> _T:
-        """``search()`` with the query ``encoder`` checked before it and, when the store's encoder was not known yet
-        (a store opened from disk reads its saved copy, and so its encoder, on first use), again after it: the
-        first query with another encoder raises instead of returning what the wrong vectors found."""
-        known = self._known_encoder(encoder)
-        try:
-            found = search()
-        except ValueError:
-            if not known:
-                self._check_encoder(encoder)  # a query of another model's dimension: name the encoders instead
-            raise
-        if not known:
-            self._check_encoder(encoder)
-        return found
-
-    async def _searched_async(self, encoder: dict[str, Any] | None, search: Callable[[], Awaitable[_T]]) -> _T:
-        """:meth:`_searched` for an asynchronous ``search``."""
-        known = self._known_encoder(encoder)
-        try:
-            found = await search()
-        except ValueError:
-            if not known:
-                self._check_encoder(encoder)
-            raise
-        if not known:
-            self._check_encoder(encoder)
-        return found
-
-    def _known_encoder(self, encoder: dict[str, Any] | None) -> bool:
-        """Check ``encoder`` now; ``False`` when there is one to check but the store's is not known yet."""
-        self._check_encoder(encoder)
-        return not encoder or bool(getattr(self.document_store, "encoder_config", None))
-
-    @staticmethod
-    def _compare_encoders(stored: dict[str, Any], encoder: dict[str, Any]) -> None:
-        differ = sorted(k for k in set(stored) & set(encoder) - {"model"} if stored[k] != encoder[k])
-        if differ:
-            msg = (
-                f"The document store was built with encoder {stored} but the query encoder is {encoder} "
-                f"(they differ in {differ}): embed queries with the model and options that indexed the documents."
-            )
-            raise ValueError(msg)
-
     @component.output_types(documents=list[Document])
     def run(
         self,
@@ -250,8 +193,8 @@ class MultiViewRetriever:
         :param query_embedding: The query vector, a ``list[float]`` (any embedder's ``embedding``).
         :param filters: Runtime filters, combined with the defaults by ``filter_policy``.
         :param top_k: How many documents, a positive integer (``None``: the init ``top_k``).
-        :param encoder: The query encoder's identity (``MultiViewTextEmbedder``'s ``encoder`` output); checked
-            against the store's ``encoder_config`` when both are known.
+        :param encoder: The query encoder's identity (``MultiViewTextEmbedder``'s ``encoder`` output); the store
+            checks it against its ``encoder_config`` (``check_query_encoder``) before searching.
         :param packed_query_embedding: The query vector packed as a one-row ``haystack_mvr.views.PackedViews``
             (``MultiViewTextEmbedder``'s ``packed_embedding``, or that string read back from JSON): the same
             float32 values as ``query_embedding``, but Haystack's ``Pipeline`` hands an immutable string to the
@@ -262,14 +205,15 @@ class MultiViewRetriever:
             holds no documents is logged as a warning once per retriever (at :meth:`warm_up`, or at the first query
             that finds nothing), as Haystack's ``InMemoryEmbeddingRetriever`` warns about a store without
             embeddings; the result is still ``[]``.
-        :raises ValueError: if ``encoder`` differs from the encoder the store was built with (checked before the
-            search, and after it when the store learns its encoder from a saved copy only then), ``top_k`` is not
+        :raises ValueError: if ``encoder`` differs from the encoder the store was built with, ``top_k`` is not
             a positive integer, or not exactly one of ``query_embedding`` and ``packed_query_embedding`` is given.
         """
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
-        documents = self._searched(encoder, lambda: self._search(query, top_k, filters))
+        if encoder:
+            self.document_store.check_query_encoder(encoder)
+        documents = self._search(query, top_k, filters)
         if not documents:
             self._check_not_empty()
         return {"documents": documents}
@@ -305,7 +249,9 @@ class MultiViewRetriever:
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
-        documents = await self._searched_async(encoder, lambda: self._search_async(query, top_k, filters))
+        if encoder:
+            await self.document_store.check_query_encoder_async(encoder)
+        documents = await self._search_async(query, top_k, filters)
         if not documents:
             self._check_not_empty()
         return {"documents": documents}
@@ -328,14 +274,13 @@ class MultiViewRetriever:
         """
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        if encoder:
+            self.document_store.check_query_encoder(encoder)
         if self.granularity == "snippet":  # one widening search per query
-            documents = self._searched(encoder, lambda: [self._search(q, top_k, filters) for q in query_embeddings])
+            documents = [self._search(q, top_k, filters) for q in query_embeddings]
         else:
-            documents = self._searched(
-                encoder,
-                lambda: self.document_store.search_batch(
-                    query_embeddings, top_k=top_k, filters=filters, return_embedding=self.return_embedding
-                ),
+            documents = self.document_store.search_batch(
+                query_embeddings, top_k=top_k, filters=filters, return_embedding=self.return_embedding
             )
         if not any(documents):
             self._check_not_empty()

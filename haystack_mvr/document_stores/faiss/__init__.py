@@ -4,7 +4,7 @@
 - ``view_index``: the FAISS index of view rows the store uses (``ViewIndex``), composing:
   - ``view_labels``: a row's label, ``(document key << 12) | view``;
   - ``view_checks``: which views are accepted (finite, no longer than ``MAX_NORM``);
-  - ``row_book``: which key owns how many rows, and the float32 rows held beside the index;
+  - ``row_book``: ``DocumentRows``, which key owns how many rows, and the float32 rows held beside the index;
   - ``index_family``: what each FAISS index type needs (stable ids, training, id selectors, reconstruction);
   - ``chunked_add``: rows into FAISS in checked chunks;
   - ``view_search``: the widening search, rows to documents, exact scoring; ``flat_scan``: a batch over Flat rows;

@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import itertools
 import logging
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from haystack_mvr.document_stores.checks import (
     check_encoder_config,
     check_optional_positive_int,
     check_query_dimension,
+    check_query_encoder,
     check_top_k,
     document_dimension_message,
 )
@@ -39,29 +39,29 @@ from haystack_mvr.document_stores.faiss.view_index import (
     omp_threads,
     views_problem,
 )
-from haystack_mvr.document_stores.inputs import document_id_list, document_list, gc_paused
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
+from haystack_mvr.document_stores.writes import (
+    PreparedBatch,
+    document_id_list,
+    document_list,
+    json_meta,
+    prepare_documents,
+    same_encoder,
+)
 from haystack_mvr.views import (
     ENCODER_KEY,
     SPANS_KEY,
     VIEWS_KEY,
-    PackedViews,
     annotated_copy,
     copy_with,
-    embedding_repeats_first_view,
     exported_document,
-    extract_views,
-    validate_spans,
 )
 
 logger = logging.getLogger(__name__)
 
 _TYPE_BEFORE_THE_MOVE = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
 
-_SCALARS = (str, int, float, bool, type(None))
-_PLAIN = frozenset(_SCALARS)  # exactly these types: stored as they are
-_FLOAT32 = np.dtype(np.float32)
-_TAKEN_KEYS = frozenset((VIEWS_KEY, SPANS_KEY, ENCODER_KEY))  # never stay in a stored meta
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # exactly these types: stored as they are
 
 
 class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
@@ -268,12 +268,13 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         """
         documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
-        with self._lock, gc_paused(len(documents)):
+        with self._lock:
             self._ensure_loaded()
-            prepared, encoder = self._prepare(documents)
+            prepared = self._prepare(documents)
+            encoder = prepared.encoder
             batch: dict[str, tuple[Document, np.ndarray | None]] = {}
             dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
-            for doc, views in prepared:
+            for doc, views, _ in prepared.documents:
                 exists = doc.id in self._documents or doc.id in batch
                 if exists and policy == DuplicatePolicy.FAIL:
                     msg = f"ID '{doc.id}' already exists."
@@ -288,7 +289,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             bad = first_invalid([views for _, views in dropped])
             if bad is not None:
                 raise _invalid_views(dropped[bad[0]][0], bad[1])
-            dims = next((v.shape[1] for _, v in prepared if v is not None), None)
+            dims = prepared.dim
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
             ids = list(batch)
@@ -343,7 +344,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         if not isinstance(meta, dict):
             msg = f"meta must be a dict, got {type(meta).__name__}."
             raise ValueError(msg)
-        meta = _json_meta(meta, "update_by_filter")
+        meta = json_meta(meta, "update_by_filter")
         with self._lock:
             self._ensure_loaded()
             matching = self._matching(filters)
@@ -387,6 +388,14 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             return copy.deepcopy(values), total
 
     # -------------------------------------------------------------------------------------------- search
+    def check_query_encoder(self, encoder: dict[str, Any] | None) -> None:
+        """Refuse a query ``encoder`` that differs from the store's ``encoder_config`` (see
+        :func:`~haystack_mvr.document_stores.checks.check_query_encoder`), after loading ``index_path``, which
+        records it, so the first query of a store opened on a saved copy is checked too."""
+        if encoder:
+            self._ensure_loaded()
+            check_query_encoder(self.encoder_config, encoder)
+
     def search(
         self,
         query_embedding: Any,
@@ -552,81 +561,30 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         match = compile_filter(filters)  # parsed once; same results and errors as document_matches_filter
         return [d for d in self._documents.values() if match(d)]
 
-    def _prepare(self, documents: list[Document]) -> tuple[list[tuple[Document, np.ndarray | None]], dict | None]:
-        """Validate a batch and split each document into what is stored and its views; nothing is changed.
-
-        Views given as a C-contiguous float32 numpy matrix, or as :class:`PackedViews` (which holds one), are taken
-        as they are (no copy, no per-document numpy call): their finiteness is checked by ``ViewIndex.add`` in the
-        pass that copies them into the index (or here, for documents the batch does not add). Every other form goes
-        through :func:`extract_views`.
-        """
-        prepared = []
+    def _prepare(self, documents: Any) -> PreparedBatch:
+        """The batch as :func:`~haystack_mvr.document_stores.writes.prepare_documents` prepares it for every store,
+        checked against this store's own limits (views per document, its dimension, its encoder); nothing is
+        changed."""
+        batch = prepare_documents(documents)
         dim = self._views.dim if self._views is not None else self.embedding_dim
-        encoder = self.encoder_config
-        for doc in documents:
-            doc_meta = doc.meta
-            raw = doc_meta.get(VIEWS_KEY)
-            if type(raw) is PackedViews or (
-                type(raw) is np.ndarray
-                and raw.dtype is _FLOAT32
-                and raw.ndim == 2
-                and raw.shape[0]
-                and raw.shape[1]
-                and raw.flags.c_contiguous
-            ):
-                views = raw.matrix if type(raw) is PackedViews else raw  # a packed matrix is C-contiguous float32
-                raw_spans = doc_meta.get(SPANS_KEY)
-                spans = None
-                if raw_spans is not None:
-                    spans = validate_spans(raw_spans, views, doc.content, where=f"document {doc.id!r}")
-            else:
-                views, spans, _ = extract_views(doc)
-            doc_encoder = doc_meta.get(ENCODER_KEY)
-            if doc_encoder is not None:
-                if not isinstance(doc_encoder, dict):
-                    msg = f"Document {doc.id!r}: '{ENCODER_KEY}' must be a dict naming the encoder."
-                    raise ValueError(msg)
-                if encoder is None:
-                    encoder = copy.deepcopy(doc_encoder)
-                elif doc_encoder != encoder:
-                    msg = (
-                        f"Document {doc.id!r} was encoded by another encoder ({doc_encoder}) than the store's "
-                        f"vectors ({encoder}); re-encode it with the store's encoder or use another store."
-                    )
-                    raise ValueError(msg)
-            embedding = doc.embedding
-            if views is not None:
-                k, d = views.shape
-                if dim is None:
-                    dim = d
-                elif d != dim:
-                    raise ValueError(document_dimension_message(doc.id, d, "the store", dim))
-                if k > MAX_VIEWS:
-                    msg = (
-                        f"Document {doc.id!r} has {k} views; the store keeps at most {MAX_VIEWS} per document (a "
-                        f"view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
-                        f"split the document, or encode it with fewer, longer snippets."
-                    )
-                    raise ValueError(msg)
-                if embedding is not None and len(embedding) != d:
-                    msg = (
-                        f"Document {doc.id!r}: its embedding has {len(embedding)} dimensions but its views have "
-                        f"{d}; nothing of this batch was written."
-                    )
-                    raise ValueError(msg)
-                if embedding is not None and embedding_repeats_first_view(embedding, raw, views):
-                    # Not kept: a list of Python floats costs ~32 bytes per dimension per document; reads put back
-                    # view 0, which the embedders set as ``embedding`` anyway.
-                    embedding = None
-            meta = _json_meta(doc_meta, f"Document {doc.id!r}")  # a copy: nested values are the store's own
-            if spans is not None:
-                # new span ends (+ 0: a new int above 256, see _own); the lists are new anyway
-                meta[SPANS_KEY] = [None if s is None else [s[0] + 0, s[1] + 0] for s in spans]
-            stored = copy_with(doc, meta, None if embedding is None else list(embedding), None)
-            fields = stored.__dict__  # the id and a short content allocated now, not where the caller made them
-            fields["id"], fields["content"] = _own(doc.id), _own(doc.content)
-            prepared.append((stored, views))
-        return prepared, encoder
+        if batch.dim is not None and dim is not None and batch.dim != dim:
+            raise ValueError(document_dimension_message(batch.first_with_views(), batch.dim, "the store", dim))
+        for doc, views, _ in batch.documents:
+            if views is not None and len(views) > MAX_VIEWS:
+                msg = (
+                    f"Document {doc.id!r} has {len(views)} views; the store keeps at most {MAX_VIEWS} per document (a "
+                    f"view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
+                    f"split the document, or encode it with fewer, longer snippets."
+                )
+                raise ValueError(msg)
+        known = self.encoder_config
+        if batch.encoder is not None and known is not None and not same_encoder(batch.encoder, known):
+            msg = (
+                f"Document {batch.first_with_encoder()!r} was encoded by another encoder ({batch.encoder}) than the "
+                f"store's vectors ({known}); re-encode it with the store's encoder or use another store."
+            )
+            raise ValueError(msg)
+        return batch
 
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
@@ -703,7 +661,7 @@ def _meta_copy(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _copy_json(value: Any) -> Any:
-    """A deep copy of a stored meta value (JSON types only, as :func:`_json_meta` made it), several times faster than
+    """A deep copy of a stored meta value (JSON types only, as ``writes.json_meta`` made it), several times faster than
     ``copy.deepcopy``; anything else (never stored) still goes through ``deepcopy``."""
     kind = type(value)
     if kind is list:
@@ -715,70 +673,6 @@ def _copy_json(value: Any) -> Any:
 
 def _invalid_views(doc: Document, problem: str) -> ValueError:
     return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
-
-
-def _json_value(value: Any, where: str, field: str) -> Any:
-    """A copy of the meta ``value`` as JSON keeps it: numpy numbers become Python ones, tuples lists; anything JSON
-    cannot hold (dates, sets, bytes, objects, non-string keys) is a ``ValueError`` naming ``where`` and the field."""
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, np.generic):
-        if isinstance(value, np.bool_):
-            return bool(value)
-        if isinstance(value, np.integer):
-            return int(value)
-        if isinstance(value, np.floating):
-            return float(value)
-    elif isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _not_json(where, f"meta field {field!r} has the key {key!r} ({type(key).__name__})")
-            out[key] = _json_value(item, where, f"{field}.{key}")
-        return out
-    elif isinstance(value, (list, tuple)):
-        return [_json_value(item, where, f"{field}[{i}]") for i, item in enumerate(value)]
-    raise _not_json(where, f"meta field {field!r} holds a {type(value).__name__}")
-
-
-def _not_json(where: str, what: str) -> ValueError:
-    return ValueError(
-        f"{where}: {what}, which the store cannot save (it saves meta as JSON): use str, int, float, bool, None and "
-        "lists or dicts of them with string keys (numpy numbers are converted), e.g. an ISO string for a date. "
-        "Nothing was written."
-    )
-
-
-def _json_meta(meta: dict[str, Any], where: str) -> dict[str, Any]:
-    """``meta`` without the keys the store takes off (views, spans, encoder), each value as :func:`_json_value`
-    makes it (a plain scalar as it is, without a call)."""
-    out = {}
-    for key, value in meta.items():
-        if key in _TAKEN_KEYS:
-            continue
-        if type(key) is not str:
-            raise _not_json(where, f"its meta has the key {key!r} ({type(key).__name__})")
-        out[key] = _own(value) if type(value) in _PLAIN else _json_value(value, where, key)
-    return out
-
-
-def _own(value: Any) -> Any:
-    """A new object equal to ``value`` when it is a small ``str``, ``int`` or ``float`` (anything else as it is).
-
-    What the store keeps of a written document (its id, a short content, its top-level meta scalars, span ends) is
-    allocated by the write instead of shared with the caller's document. Python's small-object allocator returns
-    memory to the system only in whole 1 MiB arenas: a kept id made in the caller's loop beside that document's
-    temporaries (view 0 as 384 Python floats, ``FirstView``) would keep the whole arena of those temporaries resident
-    after the caller drops them (``benchmarks/results/store_memory_embedded.md``). Larger strings (over 512 bytes,
-    not in those arenas) are shared as before."""
-    kind = type(value)
-    if kind is str:
-        return value[:1] + value[1:] if len(value) > 1 and sys.getsizeof(value) <= 512 else value
-    if kind is int:
-        return value if -5 <= value <= 256 else value + 0  # -5..256 are shared, preallocated objects
-    if kind is float:
-        return value * 1.0
-    return value
 
 
 __all__ = ["FaissMultiViewDocumentStore"]

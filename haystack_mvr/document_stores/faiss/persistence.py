@@ -34,7 +34,6 @@ from haystack_mvr.document_stores import versioned_folder
 from haystack_mvr.document_stores.faiss import index_versions
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
-from haystack_mvr.document_stores.inputs import gc_paused
 from haystack_mvr.views import SPANS_KEY
 
 FORMAT_VERSION = 2
@@ -166,7 +165,7 @@ def load(path: Path, target: LoadingStore) -> StoreState:
         msg = f"No saved multi-view store at {path} (missing {versioned_folder.POINTER} file)."
         raise DocumentStoreError(msg)
     _refuse_old_format(path)
-    with index_versions.open_version(path) as version, gc_paused(version.meta.get("documents") or 0):
+    with index_versions.open_version(path) as version:
         meta = version.meta
         where = f"The saved store at {path}"
         if meta.get("kind") != KIND or meta.get("format_version") != FORMAT_VERSION:

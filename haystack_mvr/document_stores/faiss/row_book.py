@@ -10,7 +10,7 @@ from haystack_mvr.document_stores.faiss.view_labels import labels_of, labels_of_
 CHUNK_ROWS = 65536  # rows copied (or scored, or added to FAISS) at once: bounds the float32 rows held at once
 
 
-class RowBook:
+class DocumentRows:
     """
     The rows of a :class:`~haystack_mvr.document_stores.faiss.view_index.ViewIndex`, by document key.
 

@@ -6,7 +6,6 @@ The names the store and its persistence import from here are re-exported.
 
 from __future__ import annotations
 
-import itertools
 import logging
 
 import numpy as np
@@ -24,7 +23,7 @@ from haystack_mvr.document_stores.faiss.index_family import (
     reconstruct,
     use_hashtable_ids,
 )
-from haystack_mvr.document_stores.faiss.row_book import RowBook, owned_rows
+from haystack_mvr.document_stores.faiss.row_book import DocumentRows, owned_rows
 from haystack_mvr.document_stores.faiss.view_checks import (
     MAX_NORM,
     NON_FINITE,
@@ -32,7 +31,7 @@ from haystack_mvr.document_stores.faiss.view_checks import (
     first_invalid,
     views_problem,
 )
-from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS, VIEW_BITS, keys_of, labels_of, labels_of_keys
+from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS, VIEW_BITS, keys_of, labels_of
 from haystack_mvr.document_stores.faiss.view_search import IndexSearch, SearchOutcome
 
 logger = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ class ViewIndex:
             gpu_index.check_gpu_index(self._family.new_base(), index_factory, self.search_parameters)
             self._gpu = gpu_index.GpuReplica(gpu_device, index_factory, self.search_parameters)
         self._generation = 0  # counts changes to the rows: a GPU copy older than the last one is made again
-        self._book = RowBook()
+        self._book = DocumentRows()
         self._index: faiss.Index | None = None
         self.reset()
 
@@ -201,15 +200,6 @@ class ViewIndex:
             if key in held:
                 return held[key]
         return reconstruct(self._index, labels_of(key, self._book.counts[key]), self.dim)
-
-    def views_of_keys(self, keys: np.ndarray) -> list[np.ndarray]:
-        """:meth:`views_of` for several documents, the reconstructed ones in one FAISS call."""
-        if self._read_from() is not None or len(keys) < 2:
-            return [self.views_of(int(k)) for k in keys]
-        counts = [self._book.counts[k] for k in keys.tolist()]
-        vectors = reconstruct(self._index, labels_of_keys(keys, counts), self.dim)
-        ends = list(itertools.accumulate(counts))
-        return [vectors[end - count : end] for end, count in zip(ends, counts, strict=True)]
 
     def rows_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(labels, vectors)`` of every row of ``keys``, grouped by key in the given order."""

@@ -1,5 +1,8 @@
 """Haystack ``Document`` <-> Qdrant point: one point per document, its views in one multivector.
 
+A write's documents are prepared as for every store (``haystack_mvr.document_stores.writes``); this module adds
+Qdrant's own limit (:func:`check_multivector_size`) and makes the points.
+
 A point holds:
 
 - id: ``uuid5(POINT_NAMESPACE, document.id)`` (Qdrant ids are integers or UUIDs; the same document id always
@@ -16,9 +19,7 @@ A point holds:
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from haystack import Document
 from qdrant_client.http import models
 
 from haystack_mvr.document_stores.qdrant.filters import EMPTY_LIST_KEY, empty_list_markers
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, embedding_repeats_first_view, extract_views
+from haystack_mvr.document_stores.writes import PreparedDocument
 
 POINT_NAMESPACE = uuid.UUID("6f0f5b1e-7c1d-5a53-9a8e-3c2f1b9d4e71")
 VIEWS_VECTOR = "mvr_views"
@@ -42,50 +43,17 @@ def point_id(document_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, document_id))
 
 
-@dataclass(frozen=True)
-class PreparedDocument:
-    """A document split for storage: what goes to the payload, its views, and the encoder it names."""
-
-    document: Document
-    views: np.ndarray | None
-    encoder: dict[str, Any] | None
-
-
-def prepare(document: Document) -> PreparedDocument:
-    """
-    Split ``document`` into its stored form, views ``(k, d)`` and ``meta["mvr_encoder"]``; the input is unchanged.
-
-    :raises ValueError: for ragged, empty, non-finite views, mis-sized spans, a view matrix larger than Qdrant
-        takes, an ``embedding`` of another dimension than the views, or an ``mvr_encoder`` that is not a dict.
-    """
-    views, spans, meta = extract_views(document)
-    encoder = meta.pop(ENCODER_KEY, None)
-    if encoder is not None and not isinstance(encoder, dict):
-        msg = f"Document {document.id!r}: meta['{ENCODER_KEY}'] must be a dict, got {type(encoder).__name__}."
-        raise ValueError(msg)
+def check_multivector_size(prepared: PreparedDocument) -> None:
+    """Qdrant's own limit on a prepared document: at most ``MAX_MULTIVECTOR_FLOATS`` numbers in its views."""
+    views = prepared.views
     if views is not None and views.size > MAX_MULTIVECTOR_FLOATS:
         k, d = views.shape
         msg = (
-            f"Document {document.id!r} has {k} views of dimension {d} ({views.size:,} numbers); Qdrant takes at most "
-            f"{MAX_MULTIVECTOR_FLOATS:,} numbers per multivector ({MAX_MULTIVECTOR_FLOATS // d:,} views at d={d}). "
-            "Split the document or use fewer views."
+            f"Document {prepared.document.id!r} has {k} views of dimension {d} ({views.size:,} numbers); Qdrant takes "
+            f"at most {MAX_MULTIVECTOR_FLOATS:,} numbers per multivector ({MAX_MULTIVECTOR_FLOATS // d:,} views at "
+            f"d={d}). Split the document or use fewer views."
         )
         raise ValueError(msg)
-    if spans is not None:
-        meta[SPANS_KEY] = [None if s is None else [s[0], s[1]] for s in spans]
-    embedding = document.embedding
-    if views is not None and embedding is not None and len(embedding) != views.shape[1]:
-        msg = (
-            f"Document {document.id!r} has a {len(embedding)}-dimensional embedding beside "
-            f"{views.shape[1]}-dimensional views; both must have the same dimension."
-        )
-        raise ValueError(msg)
-    if views is not None and (
-        embedding is None or embedding_repeats_first_view(embedding, document.meta.get(VIEWS_KEY), views)
-    ):
-        embedding = None  # read back from view 0
-    stored = dataclasses.replace(document, meta=meta, embedding=embedding, score=None)
-    return PreparedDocument(stored, views, encoder)
 
 
 def to_point(prepared: PreparedDocument, seq: int, global_view: bool) -> models.PointStruct:
@@ -141,10 +109,9 @@ __all__ = [
     "POINT_NAMESPACE",
     "SEQ_KEY",
     "VIEWS_VECTOR",
-    "PreparedDocument",
+    "check_multivector_size",
     "first_view",
     "point_id",
-    "prepare",
     "to_document",
     "to_point",
     "views_of",

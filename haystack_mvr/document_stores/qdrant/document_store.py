@@ -9,10 +9,8 @@ collection is created, and every later write is checked against the collection a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -36,18 +34,17 @@ from haystack_mvr.document_stores.checks import (
     check_optional_positive_int,
     check_positive_int,
     check_query_dimension,
+    check_query_encoder,
     check_top_k,
     document_dimension_message,
 )
 from haystack_mvr.document_stores.compiled_filters import compile_filter
-from haystack_mvr.document_stores.inputs import document_id_list, document_list
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import (
     GLOBAL_VECTOR,
     MAX_MULTIVECTOR_FLOATS,
     SEQ_KEY,
     VIEWS_VECTOR,
-    PreparedDocument,
 )
 from haystack_mvr.document_stores.qdrant.filters import (
     EMPTY_LIST_KEY,
@@ -56,6 +53,13 @@ from haystack_mvr.document_stores.qdrant.filters import (
     empty_list_markers,
 )
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
+from haystack_mvr.document_stores.writes import (
+    PreparedDocument,
+    canonical_encoder,
+    document_id_list,
+    prepare_documents,
+    same_encoder,
+)
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, exported_document
 
 logger = logging.getLogger(__name__)
@@ -267,6 +271,9 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self.index = index
         self.embedding_dim = embedding_dim
         self._configured_encoder = encoder_config
+        #: The encoder the stored views come from: the collection's record as last read (when the store opens,
+        #: and at every write and query), else ``encoder_config`` (``None`` while neither is known).
+        self.encoder_config = encoder_config
         self.global_view = global_view
         self.on_disk = on_disk
         self.shard_number = shard_number
@@ -324,33 +331,16 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
         return default_from_dict(cls, data)
 
-    @property
-    def encoder_config(self) -> dict[str, Any] | None:
+    def check_query_encoder(self, encoder: dict[str, Any] | None) -> None:
         """
-        The encoder config the stored views come from: the collection's record, else the one given to the
-        constructor (``None`` while neither is known).
-
-        Reading it reads the record from the collection (local mode: as it is now; a server: at most
-        ``SERVER_DESCRIPTION_TTL_S`` old), so the retriever's encoder check holds from the first query of a store
-        opened on existing data. It opens nothing for nothing: not a ``path`` folder that holds no Qdrant storage
-        yet, not a ``:memory:`` store not used yet, and not for the attribute look-up of ``isinstance(store,
-        MultiViewDocumentStore)`` (Python < 3.12 reads protocol attributes): building a retriever or loading a
-        pipeline never opens a folder or reaches a server.
+        Refuse a query ``encoder`` that differs from the collection's encoder record (see
+        :func:`~haystack_mvr.document_stores.checks.check_query_encoder`): the record is read from the collection
+        first (local mode: as it is now; a server: at most ``SERVER_DESCRIPTION_TTL_S`` old), so the first query of
+        a store opened on existing data is checked too.
         """
-        if self._record_is_reachable() and not _in_protocol_check():
-            collection = self._read(lambda c: c)
-            if collection is not None and collection.encoder_config is not None:
-                return collection.encoder_config
-        elif self._collection is not None and self._collection.encoder_config is not None:
-            return self._collection.encoder_config
-        return self._configured_encoder
-
-    def _record_is_reachable(self) -> bool:
-        if self.path is not None:
-            return self._client is not None or os.path.exists(os.path.join(self.path, "meta.json"))
-        if self.is_local:
-            return self._client is not None
-        return True
+        if encoder:
+            self._read(lambda collection: collection)
+            check_query_encoder(self.encoder_config, encoder)
 
     # ---------------------------------------------------------------------------------------- connection
     @property
@@ -460,6 +450,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             info = client.get_collection(self.index)
         except Exception:
             if not client.collection_exists(self.index):
+                self.encoder_config = self._configured_encoder
                 return None
             raise
         return self._adopt(info)
@@ -474,6 +465,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             info = await client.get_collection(self.index)
         except Exception:
             if not await client.collection_exists(self.index):
+                self.encoder_config = self._configured_encoder
                 return None
             raise
         return self._adopt(info)
@@ -481,6 +473,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def _adopt(self, info: models.CollectionInfo) -> _Collection:
         self._collection = _Collection.read(info, self)
         self._described_at = time.monotonic()
+        self.encoder_config = self._collection.encoder_config or self._configured_encoder
         return self._collection
 
     def _read(self, call: Callable[[_Collection | None], _T]) -> _T:
@@ -574,7 +567,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             msg = f"Qdrant collection {self.index!r} was deleted by another client during this write."
             raise DocumentStoreError(msg)
         recorded = collection.encoder_config
-        if recorded is None or _canonical(recorded) != _canonical(encoder):
+        if recorded is None or not same_encoder(recorded, encoder):
             msg = (
                 f"Qdrant collection {self.index!r}: another writer recorded encoder {recorded} while this store "
                 f"recorded {encoder}; nothing of this batch was written. Use another index for another encoder."
@@ -667,11 +660,11 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         :raises CollectionMismatchError: vectors of another dimension than the collection's, vectors for a
             collection created without vectors, or another encoder than the collection's.
         """
-        documents = document_list(documents)
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
-        prepared = [converters.prepare(d) for d in documents]
-        encoder = _batch_encoder(prepared)
-        dim = _batch_dim(prepared)
+        batch = prepare_documents(documents)
+        for p in batch.documents:
+            converters.check_multivector_size(p)
+        prepared, encoder, dim = batch.documents, batch.encoder, batch.dim
         self._check_process()
         with self._lock:
             collection = self._describe(0.0)  # as it is now, whoever changed it since this store last looked
@@ -734,6 +727,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
                 if self.client.collection_exists(self.index):
                     raise
             self._collection = None
+            self.encoder_config = self._configured_encoder
             if self.embedding_dim is not None:
                 self._create(self.embedding_dim, self._configured_encoder)
 
@@ -1047,7 +1041,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             )
             raise CollectionMismatchError(msg)
         configured = self._configured_encoder
-        if encoder is not None and configured is not None and _canonical(encoder) != _canonical(configured):
+        if encoder is not None and configured is not None and not same_encoder(encoder, configured):
             first = next(p for p in prepared if p.encoder is not None)
             msg = (
                 f"Document {first.document.id!r} was encoded by {encoder} but this store was given encoder_config="
@@ -1079,7 +1073,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             msg = document_dimension_message(first.document.id, dim, where, collection.dim)
             raise CollectionMismatchError(msg)
         known = collection.encoder_config or self._configured_encoder
-        if encoder is not None and known is not None and _canonical(encoder) != _canonical(known):
+        if encoder is not None and known is not None and not same_encoder(encoder, known):
             first = next(p for p in prepared if p.encoder is not None)
             msg = (
                 f"Document {first.document.id!r} was encoded by {encoder} but {where} holds views from {known}; "
@@ -1163,7 +1157,7 @@ class _Collection:
         record = (getattr(info.config, "metadata", None) or {}).get(METADATA_KEY)
         recorded = record.get("encoder_config") if isinstance(record, dict) else None
         configured = store._configured_encoder
-        if recorded is not None and configured is not None and _canonical(recorded) != _canonical(configured):
+        if recorded is not None and configured is not None and not same_encoder(recorded, configured):
             msg = (
                 f"{where} holds views from encoder {recorded}, but this store was given encoder_config="
                 f"{configured}. Use another index for another encoder."
@@ -1172,7 +1166,7 @@ class _Collection:
         return cls(dim, has_global, recorded)
 
     def schema(self) -> tuple[Any, ...]:
-        encoder = None if self.encoder_config is None else _canonical(self.encoder_config)
+        encoder = None if self.encoder_config is None else canonical_encoder(self.encoder_config)
         return (self.dim, self.has_global, encoder)
 
 
@@ -1180,53 +1174,6 @@ def _same_schema(a: _Collection | None, b: _Collection | None) -> bool:
     if a is None or b is None:
         return a is b
     return a.schema() == b.schema()
-
-
-def _in_protocol_check() -> bool:
-    """
-    Whether the caller of the property calling this is ``isinstance`` against a ``typing`` protocol.
-
-    Before Python 3.12, ``isinstance(obj, SomeRuntimeProtocol)`` evaluates every protocol attribute with
-    ``hasattr`` (3.12 looks them up statically). The look-up comes from a generator inside ``typing``.
-    """
-    if sys.version_info >= (3, 12):
-        return False
-    frame = sys._getframe(2)  # 0: this function, 1: the property, 2: its caller
-    return frame.f_globals.get("__name__") in ("typing", "typing_extensions")
-
-
-def _batch_encoder(prepared: list[PreparedDocument]) -> dict[str, Any] | None:
-    """The one encoder config the batch names (``None`` when none does); two different ones are refused."""
-    known: dict[str, Any] | None = None
-    for p in prepared:
-        if p.encoder is None:
-            continue
-        if known is None:
-            known = p.encoder
-        elif _canonical(p.encoder) != _canonical(known):
-            msg = (
-                f"Document {p.document.id!r} was encoded by {p.encoder} but other documents of the batch by "
-                f"{known}; nothing of this batch was written. Use another index for another encoder."
-            )
-            raise ValueError(msg)
-    return known
-
-
-def _batch_dim(prepared: list[PreparedDocument]) -> int | None:
-    """The one view dimension of the batch (``None`` when no document carries vectors)."""
-    dim: int | None = None
-    for p in prepared:
-        if p.views is None:
-            continue
-        if dim is None:
-            dim = p.views.shape[1]
-        elif p.views.shape[1] != dim:
-            msg = (
-                f"Document {p.document.id!r} has {p.views.shape[1]}-dimensional vectors but other documents of "
-                f"the batch have {dim}-dimensional ones; nothing of this batch was written."
-            )
-            raise ValueError(msg)
-    return dim
 
 
 def _request_batches(prepared: list[PreparedDocument], max_points: int) -> Iterator[list[PreparedDocument]]:
@@ -1260,10 +1207,6 @@ def _parse(name: str, value: dict[str, Any] | None, model: Any) -> Any:
     except ValidationError as e:
         msg = f"{name} is not a valid Qdrant {getattr(model, '__name__', 'config')}: {e}"
         raise ValueError(msg) from e
-
-
-def _canonical(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True, default=str)
 
 
 def _as_kwargs(request: models.QueryRequest) -> dict[str, Any]:

@@ -17,6 +17,7 @@ pytest.importorskip("qdrant_client")
 from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.document_store import MAX_REQUEST_FLOATS, _request_batches
+from haystack_mvr.document_stores.writes import prepare_document
 from haystack_mvr.views import (
     MATCHED_SCOPE_KEY,
     MATCHED_TEXT_KEY,
@@ -76,7 +77,7 @@ def test_a_document_at_the_cap_is_taken_and_one_over_is_refused_before_anything_
 
 def test_upserts_are_cut_by_numbers_as_well_as_points():
     def prepared(doc_id, n_views):
-        return converters.prepare(attach_views(Document(id=doc_id, content="x"), np.zeros((n_views, DIM), np.float32)))
+        return prepare_document(attach_views(Document(id=doc_id, content="x"), np.zeros((n_views, DIM), np.float32)))
 
     many_views = [prepared(f"m{i}", 1500) for i in range(5)]  # 576,000 numbers each
     batches = list(_request_batches(many_views, max_points=64))

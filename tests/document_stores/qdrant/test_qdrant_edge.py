@@ -17,6 +17,7 @@ pytest.importorskip("qdrant_client")
 
 from haystack_mvr.document_stores import QdrantMultiViewDocumentStore  # noqa: E402
 from haystack_mvr.document_stores.qdrant import converters  # noqa: E402
+from haystack_mvr.document_stores.writes import prepare_document  # noqa: E402
 from haystack_mvr.views import attach_views  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -42,7 +43,7 @@ def edge_shard(path, hnsw: bool):
 def upsert(shard, docs):
     points = []
     for doc in docs:
-        point = converters.to_point(converters.prepare(doc), 0, global_view=False)
+        point = converters.to_point(prepare_document(doc), 0, global_view=False)
         points.append(qe.Point(id=point.id, vector=point.vector, payload=point.payload))
     shard.update(qe.UpdateOperation.upsert_points(points))
 

@@ -121,6 +121,8 @@ def test_a_second_store_cannot_write_another_encoder_or_overwrite_the_record(fol
         b.write_documents([vdoc("b0", [[0, 1]], encoder={"model": "y"})])
     assert ids(a.filter_documents()) == ["a0", "plain"]
     fresh = QdrantMultiViewDocumentStore(path=folder)
+    assert fresh.encoder_config is None  # a plain attribute: the record is read when the store opens
+    fresh.warm_up()
     assert fresh.encoder_config == {"model": "x"} == b.encoder_config
     close_all(a, b, fresh)
 
