@@ -124,7 +124,7 @@ def test_text_embedder_matches_encoder(camvr_checkpoint):
     embedder = MultiViewTextEmbedder(model=camvr_checkpoint)
     result = embedder.run("who sat?")
     assert isinstance(result["embedding"], list) and len(result["embedding"]) == 32
-    expected = old_host_outputs(camvr_checkpoint, ["The cat sat."], ["who sat?"])["queries"][0]  # the checkpoint's older host
+    expected = old_host_outputs(camvr_checkpoint, ["The cat sat."], ["who sat?"])["queries"][0]  # older host
     np.testing.assert_allclose(result["embedding"], expected, atol=1e-6)
 
 
