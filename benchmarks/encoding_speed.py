@@ -20,8 +20,8 @@ import torch
 from benchmarks.harness import RESULTS, machine_label, write_results
 from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets import default_data_dir, load_corpus
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+from haystack_mvr.modeling.st_modules import viewer_encoder
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -54,15 +54,12 @@ def main() -> None:
         model, device=args.device, num_views=args.num_views, doc_max_length=args.max_length
     )
     snippet.model.to(dtype=dtype)
-    encoders = {
-        "snippet": snippet,
-        **{
-            mode: MultiViewEncoder.from_pretrained(
-                model, mode=mode, num_views=args.num_views, doc_max_length=args.max_length
-            ).to(device=args.device, dtype=dtype)
-            for mode in ("mvr", "camvr")
-        },
-    }
+    encoders = {"snippet": snippet}
+    for mode in ("mvr", "camvr"):
+        model_of_mode = viewer_encoder(
+            model, mode=mode, views=args.num_views, doc_max_length=args.max_length, device=args.device
+        )
+        encoders[mode] = MultiVectorEncoderAdapter(model_of_mode.to(dtype=dtype))
     runs: dict[str, list[float]] = {"sentence-transformers": [], **{m: [] for m in encoders}}
     st.encode(texts[:64], batch_size=args.batch_size)  # warm-up
     for enc in encoders.values():

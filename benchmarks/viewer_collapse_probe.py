@@ -22,18 +22,19 @@ import torch
 from benchmarks.harness import RESULTS, machine_label, write_results
 from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets import default_data_dir, load_corpus
-from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.st_encoder import open_encoder
+from haystack_mvr.modeling.st_modules import ViewerTransformer, document_modules, viewer_encoder
 
 
 @torch.inference_mode()
-def relative_spread(encoder: MultiViewEncoder, texts: list[str], k: int, layout: str) -> list[float]:
+def relative_spread(transformer: ViewerTransformer, texts: list[str], k: int, layout: str) -> list[float]:
     """
     Per layer (0 = embeddings), mean over documents of mean_i ||h_i - mean_j h_j|| / mean_i ||h_i||.
 
     :param layout: ``"shared-0"`` (MVR: every viewer at position 0, the document from 1), ``"shared-1"`` (every
         viewer at position 1, the document from 2) or ``"distinct"`` (viewers at 0..k-1, the document from k).
     """
-    batch = encoder.tokenize_documents(texts).to(encoder.device)
+    batch = transformer.builder().documents(texts).to(transformer.auto_model.device)
     inputs = dict(batch.inputs)
     positions = inputs["position_ids"].clone()
     document = positions[:, k:] > 0
@@ -44,7 +45,7 @@ def relative_spread(encoder: MultiViewEncoder, texts: list[str], k: int, layout:
         positions[:, :k] = torch.arange(k, device=positions.device)
         positions[:, k:] = torch.where(document, positions[:, k:] + k - 1, positions[:, k:])
     inputs["position_ids"] = positions
-    hidden = encoder.document_backbone(**inputs, output_hidden_states=True).hidden_states
+    hidden = transformer.auto_model(**inputs, output_hidden_states=True).hidden_states
     spreads = []
     for states in hidden:
         viewers = states[:, :k].float()  # (B, k, d): the viewer tokens come first
@@ -66,20 +67,20 @@ def main() -> None:
     model = args.model or packaged_minilm()
     torch.manual_seed(0)
     try:
-        encoder = MultiViewEncoder.from_pretrained(model)
+        transformer = document_modules(open_encoder(model, "cpu").model)[0]
     except (OSError, ValueError):
-        encoder = None
-    if encoder is None or encoder.config.mode != "mvr":
-        encoder = MultiViewEncoder.from_pretrained(model, mode="mvr", num_views=args.num_views, normalize=False)
-    encoder.eval()
-    k = encoder.config.num_views
+        transformer = None
+    if not isinstance(transformer, ViewerTransformer) or transformer.mode != "mvr":
+        transformer = viewer_encoder(model, mode="mvr", views=args.num_views)[0]
+    transformer.eval()
+    k = transformer.num_views
     texts = [p.text for p in load_corpus(args.data_dir / "squad-mv" / "corpus.jsonl")[: args.documents]]
     layouts = {
         "all viewers at position 0 (MVR)": "shared-0",
         "all viewers at position 1 (probe)": "shared-1",
         "viewers at positions 0..k-1 (probe)": "distinct",
     }
-    spreads = {name: relative_spread(encoder, texts, k, layout) for name, layout in layouts.items()}
+    spreads = {name: relative_spread(transformer, texts, k, layout) for name, layout in layouts.items()}
 
     rows = ["| layer | " + " | ".join(spreads) + " |", "|---:|" + "---:|" * len(spreads)]
     rows += [

@@ -169,11 +169,74 @@ def tiny_generative_reader(tmp_path_factory) -> Path:
     return folder
 
 
-def save_tiny_checkpoint(backbone, path: Path, mode: str, num_views: int) -> Path:
-    """An MVR / CAMVR checkpoint on ``backbone`` (seeded, 64-token documents) saved to ``path``."""
-    from haystack_mvr.modeling import MultiViewEncoder
+def save_tiny_checkpoint(backbone, path: Path, mode: str, num_views: int, **options) -> Path:
+    """
+    An MVR / CAMVR checkpoint on ``backbone`` in the older ``multi_view_config.json`` format (backbone or
+    ``document_encoder`` / ``query_encoder`` backbones, tokenizer with the viewer tokens, config), viewer tokens drawn
+    seeded, 64-token documents unless ``options`` say otherwise; untied, the query tower differs, as after training.
+    """
+    import copy
+
+    from transformers import AutoModel
+
+    from haystack_mvr.modeling.config import DOCUMENT_SUBFOLDER, QUERY_SUBFOLDER, MultiViewConfig
+    from haystack_mvr.modeling.inputs import add_viewer_tokens
 
     torch.manual_seed(0)
-    encoder = MultiViewEncoder.from_pretrained(backbone, mode=mode, num_views=num_views, doc_max_length=64)
-    encoder.save_pretrained(path)
+    options = {"doc_max_length": 64, "base_model": str(backbone), **options}
+    config = MultiViewConfig(mode=mode, num_views=num_views, **options)
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    document = AutoModel.from_pretrained(backbone, add_pooling_layer=False)
+    add_viewer_tokens(tokenizer, document, config)
+    if config.tied:
+        document.save_pretrained(path)
+    else:
+        document.save_pretrained(path / DOCUMENT_SUBFOLDER)
+        query = copy.deepcopy(document)
+        with torch.no_grad():
+            query.get_input_embeddings().weight.add_(0.5)
+        query.save_pretrained(path / QUERY_SUBFOLDER)
+    tokenizer.save_pretrained(path)
+    config.save(path)
     return path
+
+
+@torch.no_grad()
+def old_host_outputs(path: Path, texts: list[str], queries: list[str]) -> dict:
+    """
+    What ``MultiViewEncoder`` (the older host of ``multi_view_config.json`` checkpoints, issue 40 removed it)
+    computed, straight from the folder's backbone(s): ``views`` and ``spans`` per document (padding views dropped),
+    ``queries`` ``(n, d)``, and the ``fingerprint`` a store recorded.
+    """
+    import torch.nn.functional as F
+    from transformers import AutoModel
+
+    from haystack_mvr.modeling.config import DOCUMENT_SUBFOLDER, QUERY_SUBFOLDER, MultiViewConfig
+    from haystack_mvr.modeling.identity import weights_fingerprint
+    from haystack_mvr.modeling.inputs import InputBuilder
+
+    config = MultiViewConfig.load(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    roles = (
+        {"document": DOCUMENT_SUBFOLDER} if config.tied else {"document": DOCUMENT_SUBFOLDER, "query": QUERY_SUBFOLDER}
+    )
+    backbones = {
+        role: AutoModel.from_pretrained(path if config.tied else path / sub, add_pooling_layer=False).eval()
+        for role, sub in roles.items()
+    }
+    builder = InputBuilder(tokenizer, config)
+
+    def pool(role, batch):
+        hidden = backbones[role](**batch.inputs).last_hidden_state
+        vectors = torch.einsum("bkl,bld->bkd", batch.pooling.to(hidden.dtype), hidden)
+        return F.normalize(vectors, dim=-1) if config.normalize else vectors
+
+    documents = builder.documents(list(texts))
+    views = pool("document", documents)
+    keep = [documents.view_mask[b].nonzero().flatten().tolist() for b in range(len(texts))]
+    return {
+        "views": [views[b, k].numpy() for b, k in enumerate(keep)],
+        "spans": [[documents.spans[b][j] for j in k] for b, k in enumerate(keep)],
+        "queries": pool("query" if not config.tied else "document", builder.queries(list(queries)))[:, 0].numpy(),
+        "fingerprint": weights_fingerprint(config, len(tokenizer), backbones),
+    }

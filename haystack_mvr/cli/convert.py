@@ -65,33 +65,29 @@ def check_arguments(checkpoint: Path, output: Path) -> None:
 
 def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | None:
     """
-    Convert ``checkpoint`` into ``output``; with ``check``, the largest absolute difference between the two
-    folders' document views and query vectors on a few texts.
+    Convert ``checkpoint`` into ``output`` (``st_modules.checkpoint_encoder``, as the embedders convert it on load);
+    with ``check``, the largest absolute difference between its document views and query vectors before writing and
+    after loading the written folder, on a few texts.
 
-    :raises ValueError: when the converted folder's vectors differ (beyond float rounding) or its views' count.
+    :raises ValueError: when the written folder's vectors differ (beyond float rounding) or its views' count.
     """
     import numpy as np
 
     from haystack_mvr.cli.main import CommandError
-    from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
 
     try:
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-        from haystack_mvr.modeling.st_modules import save_multi_view_encoder
+        from haystack_mvr.modeling.st_modules import checkpoint_encoder
     except ImportError as e:
         msg = f"convert needs sentence-transformers>=6: pip install 'sentence-transformers>=6' ({e})."
         raise CommandError(msg) from e
 
-    if MultiViewConfig.load(checkpoint).mode == "snippet":  # a backbone with its snippet options
-        encoder = MultiVectorEncoderAdapter.snippet(checkpoint, device="cpu").eval()
-        output.mkdir(parents=True, exist_ok=True)
-        encoder.model.save(str(output))
-    else:
-        encoder = MultiViewEncoder.from_pretrained(checkpoint).eval()
-        save_multi_view_encoder(encoder, output)
+    encoder = MultiVectorEncoderAdapter(checkpoint_encoder(checkpoint, device="cpu")).eval()
+    output.mkdir(parents=True, exist_ok=True)
+    encoder.model.save(str(output))
     if not check:
         return None
-    converted = MultiVectorEncoderAdapter.load(output, device=str(encoder.device))
+    converted = MultiVectorEncoderAdapter.load(output, device="cpu")
     before, after = encoder.encode_documents(CHECK_TEXTS), converted.encode_documents(CHECK_TEXTS)
     if [b.views.shape for b in before] != [a.views.shape for a in after]:
         msg = f"The converted folder gives other view counts: {[a.views.shape for a in after]}."

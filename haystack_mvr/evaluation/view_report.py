@@ -60,7 +60,7 @@ def view_diagnostics_report(
     :param questions: The questions, whose ``positive_id`` must be a document id.
     :param ranked: The retriever's rankings for the same questions; adds answer-view accuracy (CAMVR Eq. 15)
         when the matched views are snippets.
-    :param attention: Per document a ``(k, L)`` viewer attention array (``MultiViewEncoder.viewer_attention``)
+    :param attention: Per document a ``(k, L)`` viewer attention array (``MultiVectorEncoderAdapter.viewer_attention``)
         for a sample of documents; adds the mean off-diagonal viewer KL divergence (CAMVR Table 3).
     :returns: ``local_variation`` (MVR Eq. 9), ``view_perplexity`` (MVR Eq. 10, over documents with at least two
         questions), ``winning_view_share`` (how often each view wins the max on the gold document), and

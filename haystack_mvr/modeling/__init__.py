@@ -13,19 +13,16 @@ from haystack_mvr._lazy import lazy_names
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.config import MultiViewConfig
-    from haystack_mvr.modeling.encoder import EncodedDocument, MultiViewEncoder
     from haystack_mvr.modeling.inputs import EncoderInputs
     from haystack_mvr.modeling.loading import LoadOptions, ModelNotFoundError
     from haystack_mvr.modeling.scoring import max_over_views, view_scores
     from haystack_mvr.modeling.snippets import split_into_snippets, view_for_offset
 
 _MODULES = {
-    "EncodedDocument": "encoder",
     "EncoderInputs": "inputs",
     "LoadOptions": "loading",
     "ModelNotFoundError": "loading",
     "MultiViewConfig": "config",
-    "MultiViewEncoder": "encoder",
     "max_over_views": "scoring",
     "split_into_snippets": "snippets",
     "view_for_offset": "snippets",
@@ -33,12 +30,10 @@ _MODULES = {
 }
 
 __all__ = [
-    "EncodedDocument",
     "EncoderInputs",
     "LoadOptions",
     "ModelNotFoundError",
     "MultiViewConfig",
-    "MultiViewEncoder",
     "max_over_views",
     "split_into_snippets",
     "view_for_offset",

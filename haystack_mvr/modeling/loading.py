@@ -328,9 +328,9 @@ def sentence_transformers_defaults(name_or_path: str, options: LoadOptions | Non
     modules = _read_json(name_or_path, "modules.json", options)
     if not modules:
         return {}
-    layout = sentence_transformers_layout(name_or_path, options)
-    if layout is not None:  # a haystack-mvr checkpoint: its own config
-        return {k: v for k, v in layout.config.items() if k != "tied"}
+    if is_multi_view_checkpoint(name_or_path, options):
+        msg = f"{name_or_path} is a haystack-mvr checkpoint, not a backbone: load it with open_encoder."
+        raise ValueError(msg)
     defaults: dict[str, Any] = {"normalize": False}
     for module in modules:
         kind = module.get("type", "").rsplit(".", 1)[-1]
@@ -354,101 +354,20 @@ def sentence_transformers_defaults(name_or_path: str, options: LoadOptions | Non
     return defaults
 
 
-# haystack-mvr's sentence-transformers modules (haystack_mvr.modeling.st_modules), by class name.
-ST_TRANSFORMERS = ("SnippetTransformer", "ViewerTransformer")
+# haystack-mvr's sentence-transformers view modules (haystack_mvr.modeling.st_modules), by class name.
 ST_VIEW_MODULES = ("SnippetViews", "ViewerPooling")
 
 
-@dataclass(frozen=True)
-class SentenceTransformersLayout:
+def is_multi_view_checkpoint(name_or_path: str, options: LoadOptions | None = None) -> bool:
     """
-    A haystack-mvr checkpoint saved in sentence-transformers format (``haystack_mvr.modeling.st_modules``).
-
-    :param config: Its ``MultiViewConfig`` fields.
-    :param folders: Where each backbone (with the tokenizer) lies, relative to the checkpoint: ``{"document": ""}``
-        when tied, ``{"document": ..., "query": ...}`` (the ``Router``'s routes) when not.
-    """
-
-    config: dict[str, Any]
-    folders: dict[str, str]
-
-
-def _is_ours(kind: str, names: tuple[str, ...]) -> bool:
-    return kind.startswith("haystack_mvr.") and kind.rsplit(".", 1)[-1] in names
-
-
-def _route_modules(name_or_path: str, modules: list[dict[str, Any]], options: LoadOptions) -> dict[str, list]:
-    """``{route: [(class name, subfolder), ...]}``: one ``""`` route, or the routes of a ``Router``."""
-    if len(modules) == 1 and modules[0].get("type", "").rsplit(".", 1)[-1] == "Router":
-        base = modules[0].get("path", "")
-        router = _read_json(name_or_path, f"{base}/router_config.json".lstrip("/"), options) or {}
-        types = router.get("types", {})
-        return {
-            route: [(types.get(i, ""), f"{base}/{i}".strip("/")) for i in ids]
-            for route, ids in router.get("structure", {}).items()
-        }
-    return {"": [(m.get("type", ""), m.get("path", "")) for m in modules]}
-
-
-def sentence_transformers_layout(
-    name_or_path: str, options: LoadOptions | None = None
-) -> SentenceTransformersLayout | None:
-    """
-    The layout of a haystack-mvr sentence-transformers checkpoint, or ``None`` for any other model (no
-    ``modules.json``, or one without haystack-mvr view modules).
+    Whether ``name_or_path`` is a haystack-mvr sentence-transformers checkpoint: its ``modules.json`` (or its
+    ``Router``'s ``router_config.json``) names a haystack-mvr view module. Reads those files only (no weights).
     """
     options = options or LoadOptions()
-    modules = _read_json(name_or_path, "modules.json", options)
-    if not modules:
-        return None
-    routes = _route_modules(name_or_path, modules, options)
-    if not any(_is_ours(kind, ST_VIEW_MODULES) for route in routes.values() for kind, _ in route):
-        return None
-    route = routes.get("document") or routes.get("") or next(iter(routes.values()))
-    config: dict[str, Any] = {}
-    folders: dict[str, str] = {}
-    for role, entries in routes.items():
-        kinds = [kind.rsplit(".", 1)[-1] for kind, _ in entries]
-        if (
-            len(entries) != 2
-            or not _is_ours(entries[0][0], ST_TRANSFORMERS)
-            or not _is_ours(entries[1][0], ST_VIEW_MODULES)
-        ):
-            msg = f"{name_or_path} has modules {kinds}; haystack-mvr reads [<Snippet|Viewer>Transformer, <views>]."
-            raise ValueError(msg)
-        folders[role or "document"] = entries[0][1]
-    transformer = _read_json(name_or_path, f"{route[0][1]}/sentence_bert_config.json".lstrip("/"), options) or {}
-    views = _read_json(name_or_path, f"{route[1][1]}/config.json".lstrip("/"), options) or {}
-    max_length = transformer.get("max_seq_length")
-    if not isinstance(max_length, int):
-        tokenizer = _read_json(name_or_path, f"{route[0][1]}/tokenizer_config.json".lstrip("/"), options) or {}
-        max_length = tokenizer.get("model_max_length")
-        max_length = max_length if isinstance(max_length, int) and 0 < max_length < 1_000_000 else None
-    doc_max_length = transformer.get("document_length") or max_length
-    query_max_length = transformer.get("query_length") or max_length
-    if route[1][0].rsplit(".", 1)[-1] == "SnippetViews":
-        config.update(
-            mode="snippet",
-            num_views=views.get("num_snippets", 8),
-            pooling=views.get("pooling", "mean"),
-            normalize=bool(views.get("normalize", False)),
-        )
-        # saved before long documents were read in windows: today's defaults (MultiViewConfig's)
-        config.update({k: views[k] for k in ("snippet_tokens", "max_views") if k in views})
-        if "window_overlap" in transformer:
-            config["window_overlap"] = transformer["window_overlap"]
-    else:
-        config.update(
-            mode=transformer.get("mode", "mvr"),
-            num_views=transformer.get("num_views", 8),
-            viewer_position=transformer.get("viewer_position", 0),
-            viewer_init=transformer.get("viewer_init", "random"),
-            on_truncation=transformer.get("on_truncation", "warn"),
-            normalize=bool(views.get("normalize", False)),
-        )
-    if doc_max_length:
-        config["doc_max_length"] = doc_max_length
-    if query_max_length:
-        config["query_max_length"] = query_max_length
-    config["tied"] = "query" not in folders
-    return SentenceTransformersLayout(config=config, folders=folders)
+    modules = _read_json(name_or_path, "modules.json", options) or []
+    kinds = [str(m.get("type", "")) for m in modules]
+    for module in modules:
+        if str(module.get("type", "")).rsplit(".", 1)[-1] == "Router":
+            router = _read_json(name_or_path, f"{module.get('path', '')}/router_config.json".lstrip("/"), options)
+            kinds += [str(kind) for kind in (router or {}).get("types", {}).values()]
+    return any(kind.startswith("haystack_mvr.") and kind.rsplit(".", 1)[-1] in ST_VIEW_MODULES for kind in kinds)

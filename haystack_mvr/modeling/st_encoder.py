@@ -1,20 +1,31 @@
 """
-A haystack-mvr checkpoint saved in sentence-transformers format, loaded as a ``MultiVectorEncoder`` and used through
-``MultiViewEncoder``'s inference interface (``encode_documents``, ``encode_queries``, ``identity``, ``config``),
-so the Haystack embedders serve both formats alike::
+The encoder the Haystack embedders, mining and evaluation use: a sentence-transformers ``MultiVectorEncoder`` built
+from ``haystack_mvr.modeling.st_modules`` (snippet, MVR or CAMVR; tied, or untied through a ``Router``) behind
+:class:`MultiVectorEncoderAdapter` (``encode_documents``, ``encode_queries``, ``identity``, ``config``, read from the
+modules). :func:`open_encoder` opens any model: such a folder, an older ``multi_view_config.json`` checkpoint
+(converted on load, :func:`~haystack_mvr.modeling.st_modules.checkpoint_encoder`), or a backbone in snippet mode::
 
-    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_encoder import open_encoder
 
-    encoder = MultiVectorEncoderAdapter.load("runs/camvr-st", device="cpu")
+    encoder = open_encoder("runs/camvr-st", "cpu")
     encoder.model                                    # the sentence_transformers.MultiVectorEncoder
     docs = encoder.encode_documents(["First sentence. Second one."])    # views (k, d) and snippet spans
     queries = encoder.encode_queries(["which sentence?"])              # (1, d)
+
+A document's trip: ``encode_documents`` hands the texts to ``MultiVectorEncoder.encode_document(...,
+output_value=None)`` (snippet mode: long documents grouped by the windows they need, ``_encode_windowed``); the
+transformer module tokenizes (``SnippetTransformer``: whole, in sentence-aligned windows; ``ViewerTransformer``:
+with viewer tokens, truncated) and runs the backbone; the view module (``SnippetViews`` / ``ViewerPooling``) pools
+the token states into views, their mask and their character spans (``mvr_spans``); padding views are dropped and
+each document comes back as an :class:`EncodedDocument`. A query takes the same modules with ``task="query"``: one
+vector.
 
 Needs ``sentence-transformers>=6`` (imported here only; ``haystack_mvr.modeling`` does not import this module).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +36,21 @@ from sentence_transformers.base.modules import Router, Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
-from haystack_mvr.modeling.encoder import (
-    EncodedDocument,
-    MultiViewEncoder,
-    encoder_identity,
-    viewer_attention,
-    weights_fingerprint,
-)
+from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
 from haystack_mvr.modeling.loading import (
     LoadOptions,
+    is_multi_view_checkpoint,
     resolve_model,
     sentence_transformers_defaults,
-    sentence_transformers_layout,
 )
+from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.modeling.st_modules import (
     SPANS,
     SnippetTransformer,
     ViewerTransformer,
-    snippet_encoder_from_config,
+    checkpoint_encoder,
+    encoder_from_config,
+    multi_view_config,
     sync_snippet_options,
 )
 
@@ -51,18 +59,38 @@ from haystack_mvr.modeling.st_modules import (
 CHARS_PER_TOKEN = 4
 
 
+@dataclass
+class EncodedDocument:
+    """A document's views: ``views`` ``(k, d)`` float32 (padding views removed) and one span per view."""
+
+    views: np.ndarray
+    spans: list[Span | None]
+
+
+def _module_options(options: LoadOptions) -> dict[str, dict[str, Any]]:
+    """``options`` as the module kwargs of sentence-transformers (``model_kwargs``, ``processor_kwargs``...)."""
+    own = {"trust_remote_code": options.trust_remote_code}  # what transformers may run, as the user said
+    hub = {"token": options.token, "revision": options.revision, "local_files_only": options.local_files_only}
+    hub = {k: v for k, v in hub.items() if v}
+    return {
+        "model_kwargs": {**options.model_kwargs, **own, **hub},
+        "processor_kwargs": {**options.tokenizer_kwargs, **own, **hub},
+        "config_kwargs": {**options.config_kwargs, **own, **hub},
+    }
+
+
 class MultiVectorEncoderAdapter:
     """
-    ``MultiViewEncoder``'s inference interface over a ``sentence_transformers.MultiVectorEncoder`` built from
-    ``haystack_mvr.modeling.st_modules`` (snippet, MVR or CAMVR; tied, or untied through a ``Router``).
+    Texts in, :class:`EncodedDocument` / query vectors out, over a ``sentence_transformers.MultiVectorEncoder`` built
+    from ``haystack_mvr.modeling.st_modules``; its ``config`` is read from the modules (``multi_view_config``).
 
-    :param model: The loaded ``MultiVectorEncoder``.
-    :param config: Its ``MultiViewConfig`` (``sentence_transformers_layout(folder).config``).
+    :param model: The ``MultiVectorEncoder``.
+    :raises ValueError: for a model without haystack-mvr modules.
     """
 
-    def __init__(self, model: MultiVectorEncoder, config: MultiViewConfig) -> None:
+    def __init__(self, model: MultiVectorEncoder) -> None:
         self.model = model
-        self.config = config
+        self.config = multi_view_config(model)
         self._identity: dict[str, Any] | None = None
 
     @classmethod
@@ -81,8 +109,7 @@ class MultiVectorEncoderAdapter:
             without ``trust_remote_code``.
         """
         name, options = resolve_model(model_name_or_path, load_options)
-        layout = sentence_transformers_layout(name, options)
-        if layout is None:
+        if not is_multi_view_checkpoint(name, options):
             msg = f"{name} is not a haystack-mvr sentence-transformers checkpoint (no SnippetViews/ViewerPooling)."
             raise ValueError(msg)
         if not Path(name).is_dir() and not options.trust_remote_code:
@@ -104,7 +131,7 @@ class MultiVectorEncoderAdapter:
             config_kwargs={**options.config_kwargs, **own},
         )
         sync_snippet_options(model)  # a checkpoint saved before its transformer recorded them
-        return cls(model, MultiViewConfig(**layout.config))
+        return cls(model)
 
     @classmethod
     def snippet(
@@ -132,21 +159,8 @@ class MultiVectorEncoderAdapter:
             defaults = sentence_transformers_defaults(name, options)
             if "doc_max_length" in defaults:  # sentence-transformers truncates both alike unless told otherwise
                 defaults.setdefault("query_max_length", defaults["doc_max_length"])
-            config = MultiViewConfig(
-                **{**defaults, **overrides, "mode": "snippet", "base_model": str(model_name_or_path)}
-            )
-        own = {"trust_remote_code": options.trust_remote_code}
-        hub = {"token": options.token, "revision": options.revision, "local_files_only": options.local_files_only}
-        hub = {k: v for k, v in hub.items() if v}
-        model = snippet_encoder_from_config(
-            config,
-            name,
-            device=device,
-            model_kwargs={**options.model_kwargs, **own, **hub},
-            processor_kwargs={**options.tokenizer_kwargs, **own, **hub},
-            config_kwargs={**options.config_kwargs, **own, **hub},
-        )
-        return cls(model, config)
+            config = MultiViewConfig(**{**defaults, **overrides, "mode": "snippet"})
+        return cls(encoder_from_config(config, name, device=device, **_module_options(options)))
 
     # -------------------------------------------------------------------------------------- properties
     def _transformer(self, role: str = "document") -> Transformer:
@@ -172,14 +186,17 @@ class MultiVectorEncoderAdapter:
         return self
 
     def fingerprint(self) -> str:
-        """``MultiViewEncoder.fingerprint``: the same for the same weights and config, in either format."""
+        """:func:`~haystack_mvr.modeling.identity.weights_fingerprint` of this model's backbones and config."""
         backbones = {"document": self._transformer("document").auto_model}
         if not self.config.tied:
             backbones["query"] = self._transformer("query").auto_model
         return weights_fingerprint(self.config, len(self._transformer().tokenizer), backbones)
 
     def identity(self, model: str | Path) -> dict[str, Any]:
-        """``MultiViewEncoder.identity``: a JSON-able dict for ``meta["mvr_encoder"]`` (computed once)."""
+        """
+        A JSON-able dict naming this encoder, for ``meta["mvr_encoder"]`` and a store's ``encoder_config``:
+        ``model`` (as the user gave it) and :func:`~haystack_mvr.modeling.identity.encoder_identity` (computed once).
+        """
         if self._identity is None:
             self._identity = encoder_identity(self.config, self.fingerprint())
         return {"model": str(model), **self._identity}
@@ -262,39 +279,51 @@ class MultiVectorEncoderAdapter:
 
     @torch.inference_mode()
     def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:
-        """``MultiViewEncoder.viewer_attention``: per document ``(K, L_i)`` last-layer attention of each viewer."""
+        """
+        Last-layer attention of each view's viewer token over the tokens, averaged over heads: per document an array
+        ``(K, L_i)`` of attention probabilities (the rows of CAMVR Eq. 14).
+        """
         transformer = self._transformer("document")
         if not isinstance(transformer, ViewerTransformer):
             msg = "Viewer attention exists only for the mvr and camvr modes."
             raise ValueError(msg)
         batch = transformer.builder().documents(list(texts)).to(self.device)
-        return viewer_attention(transformer.auto_model, batch)
+        backbone = transformer.auto_model
+        previous = backbone.config._attn_implementation
+        backbone.set_attn_implementation("eager")
+        try:
+            attentions = backbone(**batch.inputs, output_attentions=True).attentions[-1].mean(dim=1)  # (B, L, L)
+        finally:
+            backbone.set_attn_implementation(previous)
+        positions = batch.pooling.argmax(dim=-1)  # (B, K): the viewer token of each view
+        lengths = batch.inputs["attention_mask"].sum(dim=1).tolist()
+        return [attentions[b, positions[b], : int(n)].float().cpu().numpy() for b, n in enumerate(lengths)]
 
 
 def open_encoder(
     model: str | Path, device: str, options: LoadOptions | None = None, **overrides: Any
-) -> MultiVectorEncoderAdapter | MultiViewEncoder:
+) -> MultiVectorEncoderAdapter:
     """
-    The encoder ``model`` names, ready for inference on ``device``: what the Haystack embedders and mining load.
+    The encoder ``model`` names, ready for inference on ``device``: what the Haystack embedders, mining and
+    ``haystack-mvr eval`` load.
 
     - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
-      ``st_modules``): sentence-transformers' ``MultiVectorEncoder`` behind :class:`MultiVectorEncoderAdapter`;
-    - any other backbone: training-free snippet mode the same way (a viewer mode would have random viewer tokens,
-      and two components would draw different ones: refused);
-    - an older ``multi_view_config.json`` checkpoint: ``MultiViewEncoder`` (MVR, CAMVR) or snippet mode as above.
+      ``st_modules``): loaded by sentence-transformers' ``MultiVectorEncoder``;
+    - an older ``multi_view_config.json`` checkpoint (any mode): converted to such a model on load;
+    - any other backbone: training-free snippet mode (a viewer mode would have random viewer tokens, and two
+      components would draw different ones: refused).
 
     ``overrides`` (``MultiViewConfig`` fields) must agree with a checkpoint's saved configuration.
     """
     options = options or LoadOptions()
     if (Path(model) / CONFIG_NAME).is_file():
-        if MultiViewConfig.load(model).mode == "snippet":
-            return MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **overrides).eval()
-        return MultiViewEncoder.from_pretrained(model, load_options=options, **overrides).to(device).eval()
+        refuse_overrides(model, MultiViewConfig.load(model), overrides)
+        return MultiVectorEncoderAdapter(checkpoint_encoder(model, device=device, **_module_options(options))).eval()
     name, resolved = resolve_model(model, options)
-    layout = sentence_transformers_layout(name, resolved)
-    if layout is not None:
-        refuse_overrides(model, MultiViewConfig(**layout.config), overrides)
-        return MultiVectorEncoderAdapter.load(model, device=device, load_options=options).eval()
+    if is_multi_view_checkpoint(name, resolved):
+        encoder = MultiVectorEncoderAdapter.load(model, device=device, load_options=options)
+        refuse_overrides(model, encoder.config, overrides)
+        return encoder.eval()
     mode = overrides.pop("mode", "snippet")
     if mode != "snippet":
         msg = (

@@ -7,8 +7,8 @@ haystack-mvr encoders as sentence-transformers 6 modules: a checkpoint is a ``Mu
   means of the n snippets (CAMVR Algorithm 1 merges of sentences). A query gets the one pooled vector.
 - MVR / CAMVR: ``ViewerTransformer`` inserts the viewer tokens while it tokenizes (MVR: ``[VIE_1..VIE_k]`` in
   place of ``[CLS]``, all at position id ``viewer_position``, the document from ``viewer_position + 1``; CAMVR:
-  ``[VIE_i]`` before snippet i; a query: ``[VIE] q [SEP]``), exactly as ``MultiViewEncoder`` does (it uses the same
-  ``InputBuilder``); ``ViewerPooling`` keeps the viewer states as the views (a query: its one viewer). The viewer
+  ``[VIE_i]`` before snippet i; a query: ``[VIE] q [SEP]``) with ``haystack_mvr.modeling.inputs.InputBuilder``;
+  ``ViewerPooling`` keeps the viewer states as the views (a query: its one viewer). The viewer
   tokens are special tokens of the tokenizer saved in the folder.
 
 With a one-vector query, ``MultiVectorEncoder``'s MaxSim is exactly the max over views (MVR Eq. 4)::
@@ -25,7 +25,8 @@ With a one-vector query, ``MultiVectorEncoder``'s MaxSim is exactly the max over
 
 Every view module also writes ``features["mvr_spans"]`` ``(B, V, 2)``: each view's character span in its text
 (``-1`` where the view is no snippet), read with ``encode_document(..., output_value=None)``.
-:func:`save_multi_view_encoder` writes any ``MultiViewEncoder`` (any mode, tied or not) as such a folder.
+:func:`multi_view_config` reads a model's :class:`MultiViewConfig` from its modules; :func:`checkpoint_encoder`
+turns an older ``multi_view_config.json`` checkpoint (any mode, tied or not) into such a model (``.save()``).
 
 Needs ``sentence-transformers>=6`` (imported here only; ``haystack_mvr.modeling`` does not import this module).
 See ``haystack_mvr/modeling/README.md`` for why ``MultiVectorEncoder`` is the base and what was measured.
@@ -33,12 +34,11 @@ See ``haystack_mvr/modeling/README.md`` for why ``MultiVectorEncoder`` is the ba
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-import tempfile
 from bisect import bisect_left
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -50,7 +50,6 @@ from torch import Tensor
 from transformers.utils import logging as transformers_logging
 
 from haystack_mvr.modeling.config import (
-    CONFIG_NAME,
     DOCUMENT_SUBFOLDER,
     POOLINGS,
     QUERY_SUBFOLDER,
@@ -64,16 +63,11 @@ from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter, se
 from haystack_mvr.modeling.snippets import Span, merge_groups, snippet_count
 from haystack_mvr.modeling.windows import plan_windows
 
-if TYPE_CHECKING:
-    from haystack_mvr.modeling.encoder import MultiViewEncoder
-
 SENTENCES = "mvr_sentences"
 WINDOWS = "mvr_windows"
 SPANS = "mvr_spans"
 POOLING = "mvr_pooling"
 VIEW_MASK = "mvr_view_mask"
-# The module class names that make a sentence-transformers folder a haystack-mvr checkpoint.
-VIEW_MODULES = ("SnippetViews", "ViewerPooling")
 _EXTRA_FEATURES = (SENTENCES, WINDOWS, SPANS, POOLING, VIEW_MASK)
 # Snippet mode's defaults are MultiViewConfig's (not yet tuned on a dev split: see the README's Long documents).
 DEFAULT_SNIPPET_TOKENS = MultiViewConfig.snippet_tokens
@@ -95,7 +89,7 @@ def spans_tensor(spans: list[list[Span | None]], num_views: int) -> Tensor:
 
 
 class _BackboneWithoutPooler:
-    """Loads the backbone without its (unused) pooler, as ``MultiViewEncoder`` does: same weights, same names."""
+    """Loads the backbone without its (unused) pooler: the weights and names of ``multi_view_config.json`` folders."""
 
     def _load_model(self, model_name_or_path, transformer_task, config, backend, is_peft_model, **model_kwargs):
         if backend == "torch" and transformer_task == "feature-extraction" and "add_pooling_layer" not in model_kwargs:
@@ -514,9 +508,8 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
     - ``mode="camvr"``: ``[VIE_1] s_1 .. [VIE_n] s_n [SEP]`` (CAMVR Algorithm 1 snippets), ordinary positions.
     - queries (``task="query"``): ``[VIE] q [SEP]``.
 
-    Tokenization is ``MultiViewEncoder``'s own (``haystack_mvr.modeling.inputs.InputBuilder``), so both give the same
-    vectors on the same weights. ``features["mvr_pooling"]`` ``(B, V, L)`` marks each view's viewer token,
-    ``mvr_view_mask`` and ``mvr_spans`` the views; :class:`ViewerPooling` turns them into the views.
+    Tokenization is ``haystack_mvr.modeling.inputs.InputBuilder``'s. ``features["mvr_pooling"]`` ``(B, V, L)`` marks
+    each view's viewer token, ``mvr_view_mask`` and ``mvr_spans`` the views; :class:`ViewerPooling` makes the views.
 
     A backbone whose tokenizer lacks the viewer tokens gets them registered as special tokens and their embeddings
     drawn (``viewer_init``), once; saving writes the tokenizer with them.
@@ -600,7 +593,7 @@ class ViewerTransformer(_BackboneWithoutPooler, Transformer):
         )
 
     def builder(self, max_length: int | None = None) -> InputBuilder:
-        """``MultiViewEncoder``'s ``InputBuilder`` for this module (``max_length``: for queries and documents alike)."""
+        """The ``InputBuilder`` for this module (``max_length``: for queries and documents alike)."""
         key = (
             self.mode,
             self.num_views,
@@ -723,6 +716,7 @@ def viewer_encoder(
     doc_max_length: int = 256,
     normalize: bool = False,
     tied: bool = True,
+    on_truncation: str = "warn",
     device: str | None = "cpu",
     **load: Any,
 ) -> MultiVectorEncoder:
@@ -749,6 +743,7 @@ def viewer_encoder(
             viewer_init=viewer_init,
             query_length=query_max_length,
             document_length=doc_max_length,
+            on_truncation=on_truncation,
             **load,
         )
         return [transformer, ViewerPooling(normalize=normalize)]
@@ -858,74 +853,61 @@ def _modules_for(config: MultiViewConfig, backbone_folder: str | Path, **load: A
     return [transformer, views]
 
 
-def snippet_encoder_from_config(
-    config: MultiViewConfig, model_name_or_path: str | Path, *, device: str | None = "cpu", **load: Any
+def encoder_from_config(
+    config: MultiViewConfig, folder: str | Path, *, device: str | None = "cpu", **load: Any
 ) -> MultiVectorEncoder:
-    """The snippet-mode ``MultiVectorEncoder`` a snippet :class:`MultiViewConfig` describes, over a backbone."""
-    if config.mode != "snippet":
-        msg = f"snippet_encoder_from_config builds snippet mode, not {config.mode!r}."
+    """
+    The ``MultiVectorEncoder`` ``config`` describes over the backbone in ``folder`` (untied: over its
+    ``document_encoder`` and ``query_encoder`` subfolders, a ``Router``, with the tokenizer of ``folder``).
+    """
+    if config.tied:
+        return MultiVectorEncoder(modules=_modules_for(config, folder, **load), device=device)
+    routes = {
+        role: _modules_for(config, Path(folder) / subfolder, tokenizer_name_or_path=str(folder), **load)
+        for role, subfolder in (("query", QUERY_SUBFOLDER), ("document", DOCUMENT_SUBFOLDER))
+    }
+    router = Router.for_query_document(query_modules=routes["query"], document_modules=routes["document"])
+    return MultiVectorEncoder(modules=[router], device=device)
+
+
+def checkpoint_encoder(folder: str | Path, *, device: str | None = "cpu", **load: Any) -> MultiVectorEncoder:
+    """
+    An older ``multi_view_config.json`` checkpoint (backbone or ``document_encoder`` / ``query_encoder`` backbones,
+    tokenizer, config; any mode) as the ``MultiVectorEncoder`` with the same vectors; ``.save(...)`` writes it in
+    today's format (``haystack-mvr convert``).
+    """
+    return encoder_from_config(MultiViewConfig.load(folder), folder, device=device, **load)
+
+
+def multi_view_config(model: MultiVectorEncoder) -> MultiViewConfig:
+    """
+    The :class:`MultiViewConfig` of a haystack-mvr ``MultiVectorEncoder``, read from its modules (those of its
+    ``Router``'s document route when untied).
+
+    :raises ValueError: for any other model: haystack-mvr reads ``[<Snippet|Viewer>Transformer, <views>]``.
+    """
+    modules = document_modules(model)
+    kinds = [type(m).__name__ for m in modules]
+    tied = not isinstance(model[0], Router)
+    pairs = ((SnippetTransformer, SnippetViews), (ViewerTransformer, ViewerPooling))
+    if len(modules) != 2 or not any(isinstance(modules[0], t) and isinstance(modules[1], v) for t, v in pairs):
+        msg = f"The model has modules {kinds}; haystack-mvr reads [<Snippet|Viewer>Transformer, <views>]."
         raise ValueError(msg)
-    return MultiVectorEncoder(modules=_modules_for(config, Path(model_name_or_path), **load), device=device)
-
-
-def snippet_encoder_from_checkpoint(
-    folder: str | Path, *, device: str | None = "cpu", **load: Any
-) -> MultiVectorEncoder:
-    """
-    An older snippet-mode checkpoint (a backbone folder with ``multi_view_config.json``) as a ``MultiVectorEncoder``
-    with the same views for documents that fit the window; ``.save(...)`` writes it in today's format.
-    """
-    config = MultiViewConfig.load(folder)
-    return snippet_encoder_from_config(config, folder, device=device, **load)
-
-
-def save_multi_view_encoder(encoder: MultiViewEncoder, directory: str | Path) -> Path:
-    """
-    Write ``encoder`` (any mode, tied or not) as a sentence-transformers ``MultiVectorEncoder`` folder.
-
-    Tied: ``[SnippetTransformer, SnippetViews]`` or ``[ViewerTransformer, ViewerPooling]``. Untied: a ``Router``
-    with a ``query`` and a ``document`` route, each such a pair over its own backbone. The folder loads with
-    ``MultiVectorEncoder(directory, trust_remote_code=True)`` and in the Haystack embedders, giving the same views.
-    """
-    directory = Path(directory)
-    config = encoder.config
-    with tempfile.TemporaryDirectory(prefix="haystack-mvr-st-") as scratch:
-        backbones = {"document": encoder.document_backbone}
-        if not config.tied:
-            backbones["query"] = encoder.query_backbone
-        folders = {}
-        for role, backbone in backbones.items():
-            folder = Path(scratch) / (DOCUMENT_SUBFOLDER if role == "document" else QUERY_SUBFOLDER)
-            backbone.save_pretrained(folder)
-            encoder.tokenizer.save_pretrained(folder)
-            folders[role] = folder
-        device = str(encoder.device)
-        if config.tied:
-            modules = _modules_for(config, folders["document"])
-        else:
-            modules = [
-                Router.for_query_document(
-                    query_modules=_modules_for(config, folders["query"]),
-                    document_modules=_modules_for(config, folders["document"]),
-                )
-            ]
-        model = MultiVectorEncoder(modules=modules, device=device)
-        directory.mkdir(parents=True, exist_ok=True)
-        model.save(str(directory))
-    (directory / CONFIG_NAME).unlink(missing_ok=True)  # a stale older-format config would be read first
-    return directory
-
-
-def is_haystack_mvr_checkpoint(modules: list[dict[str, Any]] | None) -> bool:
-    """Whether a ``modules.json`` (as a list) names a haystack-mvr view module (``SnippetViews``, ``ViewerPooling``)."""
-    return any(_names_view_module(entry) for entry in modules or [])
-
-
-def _names_view_module(entry: dict[str, Any]) -> bool:
-    kind = str(entry.get("type", ""))
-    return kind.startswith("haystack_mvr.") and kind.rsplit(".", 1)[-1] in VIEW_MODULES
-
-
-def read_modules_json(folder: str | Path) -> list[dict[str, Any]] | None:
-    path = Path(folder) / "modules.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    transformer, views = modules
+    if isinstance(transformer, ViewerTransformer):
+        return dataclasses.replace(transformer.multi_view_config, normalize=bool(views.normalize), tied=tied)
+    lengths = {
+        "doc_max_length": transformer.document_length or transformer.max_seq_length,
+        "query_max_length": transformer.query_length or transformer.max_seq_length,
+    }
+    return MultiViewConfig(
+        mode="snippet",
+        num_views=views.num_snippets,
+        pooling=views.pooling,
+        normalize=bool(views.normalize),
+        snippet_tokens=views.snippet_tokens,
+        max_views=views.max_views,
+        window_overlap=transformer.window_overlap,
+        tied=tied,
+        **{name: value for name, value in lengths.items() if value},
+    )

@@ -135,7 +135,7 @@ def mine_negatives(
     """
     Dense hard negatives from a trained checkpoint (the coCondenser / CAMVR two-round recipe).
 
-    Encodes ``corpus`` (views) and the queries with ``encoder`` (a :class:`~haystack_mvr.modeling.MultiViewEncoder`),
+    Encodes ``corpus`` (views) and the queries with ``encoder`` (``haystack_mvr.modeling.st_encoder.open_encoder``),
     ranks by ``max_i f_i(q, d)`` (exhaustive, on the encoder's device) and keeps the best-ranked passages that are
     neither a positive nor hold an answer.
 

@@ -139,18 +139,6 @@ def model_mode(model: MultiVectorEncoder) -> tuple[str | None, int | None]:
     return None, None
 
 
-def _from_multi_view_config(path: str, device: str) -> MultiVectorEncoder:
-    """A ``multi_view_config.json`` checkpoint (the project's old loop) as a ``MultiVectorEncoder``, same weights."""
-    import tempfile
-
-    from haystack_mvr.modeling import MultiViewEncoder
-    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
-
-    with tempfile.TemporaryDirectory(prefix="haystack-mvr-train-") as scratch:
-        save_multi_view_encoder(MultiViewEncoder.from_pretrained(path), scratch)
-        return MultiVectorEncoder(scratch, device=device, trust_remote_code=True)
-
-
 def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     """
     The model to train: a saved folder (a ``MultiVectorEncoder`` or a ``multi_view_config.json`` checkpoint; a
@@ -169,7 +157,7 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
         if is_multi_vector_folder(path):
             model = MultiVectorEncoder(path, device=device, trust_remote_code=True)
         else:
-            model = _from_multi_view_config(path, device)
+            model = st_modules.checkpoint_encoder(path, device=device)  # the older format, converted
         mode, views = model_mode(model)
         for name, given, has in (("mode", args.mode, mode), ("num_views", args.num_views, views)):
             if given is not None and has is not None and given != has:

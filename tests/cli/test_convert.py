@@ -6,10 +6,10 @@ import shutil
 
 import numpy as np
 import pytest
-import torch
 
 from haystack_mvr.cli.main import main
-from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
+from haystack_mvr.modeling import MultiViewConfig
+from tests.conftest import old_host_outputs, save_tiny_checkpoint
 
 pytest.importorskip("sentence_transformers", minversion="6")
 
@@ -19,26 +19,24 @@ TEXTS = ["The cat sat. The dog ran far away. Birds sing in the tall trees.", "Sh
 @pytest.fixture(scope="module", params=["mvr", "camvr-untied", "snippet"])
 def old_checkpoint(request, tiny_backbone, tmp_path_factory):
     """A multi_view_config.json checkpoint (a snippet one written as the older format wrote it)."""
-    torch.manual_seed(0)
     mode = request.param.split("-")[0]
     path = tmp_path_factory.mktemp(f"old-{request.param}")
     if mode == "snippet":  # the older format: the backbone with its snippet options in multi_view_config.json
         shutil.copytree(tiny_backbone, path, dirs_exist_ok=True)
         MultiViewConfig(mode="snippet", num_views=3, doc_max_length=64).save(path)
         return path
-    options = {"tied": False} if request.param.endswith("untied") else {}
-    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode=mode, num_views=3, doc_max_length=64, **options)
-    encoder.save_pretrained(path)
-    return path
+    return save_tiny_checkpoint(tiny_backbone, path, mode, 3, tied=not request.param.endswith("untied"))
 
 
-def load_old(path):
-    """The checkpoint as the embedders serve it."""
-    if MultiViewConfig.load(path).mode == "snippet":
+def old_vectors(path):
+    """The checkpoint's document views and query vectors as its older host computed them."""
+    if MultiViewConfig.load(path).mode == "snippet":  # snippet mode was served by sentence-transformers already
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-        return MultiVectorEncoderAdapter.snippet(path, device="cpu")
-    return MultiViewEncoder.from_pretrained(path)
+        old = MultiVectorEncoderAdapter.snippet(path, device="cpu")
+        return [d.views for d in old.encode_documents(TEXTS)], old.encode_queries(["who ran?"])
+    before = old_host_outputs(path, TEXTS, ["who ran?"])
+    return before["views"], before["queries"]
 
 
 def test_convert_gives_the_same_views(old_checkpoint, tmp_path, capsys):
@@ -46,12 +44,12 @@ def test_convert_gives_the_same_views(old_checkpoint, tmp_path, capsys):
 
     assert main(["convert", str(old_checkpoint), str(tmp_path / "new")]) == 0
     assert "same views and queries" in capsys.readouterr().out
-    old = load_old(old_checkpoint)
+    views, query = old_vectors(old_checkpoint)
     new = MultiVectorEncoder(str(tmp_path / "new"), device="cpu", trust_remote_code=True)
-    for a, b in zip(old.encode_documents(TEXTS), new.encode_document(TEXTS), strict=True):
-        np.testing.assert_allclose(a.views, b.numpy(), rtol=0, atol=1e-6)
+    for a, b in zip(views, new.encode_document(TEXTS), strict=True):
+        np.testing.assert_allclose(a, b.numpy(), rtol=0, atol=1e-6)
     queries = np.stack([q[0].numpy() for q in new.encode_query(["who ran?"])])
-    np.testing.assert_allclose(old.encode_queries(["who ran?"]), queries, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(query, queries, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize(

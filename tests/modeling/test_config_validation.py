@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig
 from tests.conftest import save_tiny_checkpoint
@@ -76,18 +75,16 @@ def test_a_length_past_the_backbone_positions_is_refused_at_load(mvr_checkpoint,
     with pytest.raises(ValueError, match=f"{field}.*100000.*{positions}"):
         MultiViewConfig.load(folder)
 
-    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_encoder import open_encoder
 
     with pytest.raises(ValueError, match=field):
-        MultiViewEncoder.from_pretrained(folder)
+        open_encoder(folder, "cpu")
 
 
 def test_an_untied_checkpoint_is_checked_against_its_backbones(tiny_backbone, tmp_path):
-    from haystack_mvr.modeling import MultiViewEncoder
+    from tests.conftest import save_tiny_checkpoint
 
-    torch.manual_seed(0)
-    path = tmp_path / "untied"
-    MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, tied=False).save_pretrained(path)
+    path = save_tiny_checkpoint(tiny_backbone, tmp_path / "untied", "mvr", 2, tied=False)
     assert MultiViewConfig.load(path).tied is False
     folder = edited(path, tmp_path, doc_max_length=100_000)
     with pytest.raises(ValueError, match="doc_max_length"):

@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder, max_over_views, view_scores
+from haystack_mvr.modeling import MultiViewConfig, max_over_views, view_scores
 from haystack_mvr.modeling.inputs import viewer_tokens
+
+st = pytest.importorskip("sentence_transformers", minversion="6")
 
 DOCS = [
     "Super Bowl 50 was an American football game. The Broncos beat the Panthers 24 to 10. "
@@ -13,64 +15,75 @@ DOCS = [
 ]
 
 
+def viewer(backbone, **options):
+    """An MVR / CAMVR encoder over ``backbone`` (``st_modules.viewer_encoder`` options), as the embedders serve it."""
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    return MultiVectorEncoderAdapter(viewer_encoder(backbone, **options))
+
+
 @pytest.fixture(scope="module", params=["mvr", "camvr", "snippet"])
 def encoder(request, tiny_backbone):
     torch.manual_seed(0)
-    if request.param == "snippet":  # snippet mode runs on sentence-transformers modules, behind the same interface
+    if request.param == "snippet":
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
         return MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=4, doc_max_length=64)
-    return MultiViewEncoder.from_pretrained(tiny_backbone, mode=request.param, num_views=4, doc_max_length=64)
+    return viewer(tiny_backbone, mode=request.param, views=4, doc_max_length=64)
 
 
 def test_viewer_tokens_are_special_and_unsplit(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3)
-    tokens = ["[VIE]", *viewer_tokens(3)]
-    ids = enc.tokenizer.convert_tokens_to_ids(tokens)
-    assert len(set(ids)) == 4 and enc.tokenizer.unk_token_id not in ids
-    assert all(t in enc.tokenizer.all_special_tokens for t in tokens)
-    assert enc.document_backbone.get_input_embeddings().weight.shape[0] == len(enc.tokenizer)
+    transformer = viewer(tiny_backbone, mode="mvr", views=3).model[0]
+    tokenizer, tokens = transformer.tokenizer, ["[VIE]", *viewer_tokens(3)]
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    assert len(set(ids)) == 4 and tokenizer.unk_token_id not in ids
+    assert all(t in tokenizer.all_special_tokens for t in tokens)
+    assert transformer.auto_model.get_input_embeddings().weight.shape[0] == len(tokenizer)
 
 
 def test_mvr_inputs_follow_the_paper(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3, doc_max_length=16)
-    batch = enc.tokenize_documents(["hello world"])
+    enc = viewer(tiny_backbone, mode="mvr", views=3, doc_max_length=16)
+    batch = enc.model[0].builder().documents(["hello world"])
     ids = batch.inputs["input_ids"][0].tolist()
-    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
-    assert ids[:3] == viewer_ids and enc.tokenizer.cls_token_id not in ids
+    viewer_ids = enc.model[0].tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    assert ids[:3] == viewer_ids and enc.model[0].tokenizer.cls_token_id not in ids
     assert batch.inputs["position_ids"][0].tolist()[:6] == [0, 0, 0, 1, 2, 3]  # hello world [SEP]
-    assert ids[5] == enc.tokenizer.sep_token_id
-    query = enc.tokenize_queries(["hello"]).inputs["input_ids"][0].tolist()
-    assert query[0] == enc.tokenizer.convert_tokens_to_ids("[VIE]") and query[-1] == enc.tokenizer.sep_token_id
+    assert ids[5] == enc.model[0].tokenizer.sep_token_id
+    query = enc.model[0].builder().queries(["hello"]).inputs["input_ids"][0].tolist()
+    assert (
+        query[0] == enc.model[0].tokenizer.convert_tokens_to_ids("[VIE]")
+        and query[-1] == enc.model[0].tokenizer.sep_token_id
+    )
 
 
 def test_mvr_truncation_keeps_every_viewer(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=4, doc_max_length=10)
-    batch = enc.tokenize_documents(["word " * 50])
+    enc = viewer(tiny_backbone, mode="mvr", views=4, doc_max_length=10)
+    batch = enc.model[0].builder().documents(["word " * 50])
     assert batch.inputs["input_ids"].shape[1] == 10
     assert batch.view_mask.all()
 
 
 def test_camvr_places_a_viewer_before_each_snippet(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64)
+    enc = viewer(tiny_backbone, mode="camvr", views=3, doc_max_length=64)
     text = "The cat sat. The dog ran far away."
-    batch = enc.tokenize_documents([text])
+    batch = enc.model[0].builder().documents([text])
     ids = batch.inputs["input_ids"][0].tolist()
-    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    viewer_ids = enc.model[0].tokenizer.convert_tokens_to_ids(viewer_tokens(3))
     positions = [ids.index(v) for v in viewer_ids]
     assert positions[0] == 0 and positions[0] < positions[1] < positions[2]
     assert "position_ids" not in batch.inputs  # ordinary positions
     assert [text[s:e] for s, e in batch.spans[0][:2]] == ["The cat sat.", "The dog ran far away."]
     assert batch.spans[0][2] is None and batch.view_mask[0].all()  # the empty snippet's viewer is still a view
-    decoded_first = enc.tokenizer.decode(ids[positions[0] + 1 : positions[1]])
+    decoded_first = enc.model[0].tokenizer.decode(ids[positions[0] + 1 : positions[1]])
     assert decoded_first == "the cat sat."
 
 
 def test_camvr_truncation_keeps_every_viewer(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=20)
+    enc = viewer(tiny_backbone, mode="camvr", views=3, doc_max_length=20)
     text = "Short. " + "A very long middle sentence " * 10 + ". End here."
-    ids = enc.tokenize_documents([text]).inputs["input_ids"][0].tolist()
-    viewer_ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    ids = enc.model[0].builder().documents([text]).inputs["input_ids"][0].tolist()
+    viewer_ids = enc.model[0].tokenizer.convert_tokens_to_ids(viewer_tokens(3))
     assert len(ids) == 20 and all(v in ids for v in viewer_ids)
 
 
@@ -89,11 +102,6 @@ def test_snippet_views_are_means_of_token_states(tiny_backbone):
     first = transformer.tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]
     np.testing.assert_allclose(encoded.views[1], hidden[1 : 1 + len(first)].mean(dim=0).numpy(), atol=1e-6)
     assert encoded.spans[0] is None and text[slice(*encoded.spans[1])] == "The cat sat."
-
-
-def test_multi_view_encoder_refuses_snippet_mode(tiny_backbone):
-    with pytest.raises(ValueError, match="snippet_encoder"):
-        MultiViewEncoder.from_pretrained(tiny_backbone, mode="snippet")
 
 
 def test_batching_and_padding_do_not_change_views(encoder):
@@ -119,32 +127,37 @@ def test_view_counts(encoder):
 
 @pytest.mark.parametrize("tied", [True, False])
 def test_save_and_load_restore_identical_vectors(tiny_backbone, tmp_path, tied):
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
     torch.manual_seed(1)
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, tied=tied, doc_max_length=64)
+    enc = viewer(tiny_backbone, mode="camvr", views=3, tied=tied, doc_max_length=64)
     if not tied:  # make the two towers differ, as after training
         with torch.no_grad():
-            enc.query_backbone.embeddings.word_embeddings.weight.add_(0.5)
-    enc.save_pretrained(tmp_path / "ckpt")
-    loaded = MultiViewEncoder.from_pretrained(tmp_path / "ckpt")
-    assert loaded.config == enc.config
+            enc.model[0].sub_modules["query"][0].auto_model.embeddings.word_embeddings.weight.add_(0.5)
+    enc.model.save(str(tmp_path / "ckpt"))
+    loaded = open_encoder(tmp_path / "ckpt", "cpu")
+    assert loaded.config == enc.config and loaded.fingerprint() == enc.fingerprint()
     for a, b in zip(enc.encode_documents(DOCS), loaded.encode_documents(DOCS), strict=True):
         np.testing.assert_array_equal(a.views, b.views)
     np.testing.assert_array_equal(enc.encode_queries(["q one"]), loaded.encode_queries(["q one"]))
     if not tied:
-        assert not np.allclose(enc.encode_queries(["q one"]), tiny_query_through_documents(loaded))
+        assert not np.allclose(enc.encode_queries(["q one"]), query_through_documents(loaded))
 
 
-def tiny_query_through_documents(encoder):
-    batch = encoder.tokenize_queries(["q one"])
+def query_through_documents(encoder):
+    transformer = encoder.model[0].sub_modules["document"][0]
+    batch = transformer.builder().queries(["q one"])
     with torch.no_grad():
-        return encoder._pool(encoder.document_backbone, batch)[:, 0].numpy()
+        return transformer.auto_model(**batch.inputs).last_hidden_state[:, 0].numpy()
 
 
 def test_loading_with_a_conflicting_option_is_an_error(tiny_backbone, tmp_path):
-    MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2).save_pretrained(tmp_path / "c")
-    MultiViewEncoder.from_pretrained(tmp_path / "c", mode="mvr")  # agreeing option is fine
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
+    viewer(tiny_backbone, mode="mvr", views=2).model.save(str(tmp_path / "c"))
+    open_encoder(tmp_path / "c", "cpu", mode="mvr")  # agreeing option is fine
     with pytest.raises(ValueError, match="num_views"):
-        MultiViewEncoder.from_pretrained(tmp_path / "c", num_views=8)
+        open_encoder(tmp_path / "c", "cpu", num_views=8)
 
 
 def test_config_validation():
@@ -157,23 +170,23 @@ def test_config_validation():
 
 
 def test_viewer_init_from_cls(tiny_backbone, caplog):
-    with caplog.at_level("WARNING", logger="haystack_mvr.modeling.encoder"):
-        enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=2, viewer_init="cls")
+    with caplog.at_level("WARNING", logger="haystack_mvr.modeling.inputs"):
+        enc = viewer(tiny_backbone, mode="camvr", views=2, viewer_init="cls")
     assert "only their positions tell them apart" in caplog.text
-    weights = enc.document_backbone.get_input_embeddings().weight
-    ids = enc.tokenizer.convert_tokens_to_ids(["[VIE]", "[VIE_1]", "[VIE_2]"])
+    weights = enc.model[0].auto_model.get_input_embeddings().weight
+    ids = enc.model[0].tokenizer.convert_tokens_to_ids(["[VIE]", "[VIE_1]", "[VIE_2]"])
     for i in ids:
-        torch.testing.assert_close(weights[i], weights[enc.tokenizer.cls_token_id])
-    single = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=1, viewer_init="cls")
-    weights = single.document_backbone.get_input_embeddings().weight
-    viewer, cls = single.tokenizer.convert_tokens_to_ids("[VIE_1]"), single.tokenizer.cls_token_id
-    torch.testing.assert_close(weights[viewer], weights[cls])
+        torch.testing.assert_close(weights[i], weights[enc.model[0].tokenizer.cls_token_id])
+    single = viewer(tiny_backbone, mode="mvr", views=1, viewer_init="cls").model[0]
+    weights = single.auto_model.get_input_embeddings().weight
+    token, cls = single.tokenizer.convert_tokens_to_ids("[VIE_1]"), single.tokenizer.cls_token_id
+    torch.testing.assert_close(weights[token], weights[cls])
 
 
 def test_viewer_init_from_cls_is_refused_for_several_mvr_viewers(tiny_backbone):
     # k copies of [CLS] at one shared position id are k identical views, whatever the training does.
     with pytest.raises(ValueError, match="would stay identical"):
-        MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_init="cls")
+        viewer(tiny_backbone, mode="mvr", views=2, viewer_init="cls")
     from haystack_mvr.modeling.st_modules import ViewerTransformer
 
     with pytest.raises(ValueError, match="would stay identical"):
@@ -190,7 +203,7 @@ def test_max_over_views_ignores_masked_views():
 
 
 def test_viewer_attention_rows_are_distributions(tiny_backbone):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="camvr", num_views=3, doc_max_length=64)
+    enc = viewer(tiny_backbone, mode="camvr", views=3, doc_max_length=64)
     attn = enc.viewer_attention(DOCS[:2])
     assert attn[0].shape[0] == 3
     np.testing.assert_allclose(attn[0].sum(axis=1), 1.0, atol=1e-5)
@@ -222,9 +235,9 @@ def test_random_viewer_init_is_drawn_at_the_vocabulary_scale(tiny_backbone, tmp_
     backbone.save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(tmp_path)
 
-    enc = MultiViewEncoder.from_pretrained(tmp_path, mode="mvr", num_views=4)
-    weight = enc.document_backbone.get_input_embeddings().weight.detach()
-    ids = enc.tokenizer.convert_tokens_to_ids(viewer_tokens(4))
+    enc = viewer(tmp_path, mode="mvr", views=4)
+    weight = enc.model[0].auto_model.get_input_embeddings().weight.detach()
+    ids = enc.model[0].tokenizer.convert_tokens_to_ids(viewer_tokens(4))
     vocabulary = weight[: min(ids)]
     ratio = weight[ids].std(dim=0).mean() / vocabulary.std(dim=0).mean()
     assert 0.5 < float(ratio) < 2.0
@@ -232,18 +245,19 @@ def test_random_viewer_init_is_drawn_at_the_vocabulary_scale(tiny_backbone, tmp_
 
 
 def test_viewer_position_moves_every_viewer_and_the_document_together(tiny_backbone):
-    paper = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3)
-    shifted = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=3, viewer_position=1)
-    a = paper.tokenize_documents(["One two three."]).inputs["position_ids"][0]
-    b = shifted.tokenize_documents(["One two three."]).inputs["position_ids"][0]
+    paper = viewer(tiny_backbone, mode="mvr", views=3)
+    shifted = viewer(tiny_backbone, mode="mvr", views=3, viewer_position=1)
+    a = paper.model[0].builder().documents(["One two three."]).inputs["position_ids"][0]
+    b = shifted.model[0].builder().documents(["One two three."]).inputs["position_ids"][0]
     assert a[:3].tolist() == [0, 0, 0] and b[:3].tolist() == [1, 1, 1]
     assert torch.equal(b[3:], a[3:] + 1)  # the document keeps its order, one position later
 
 
 def test_viewer_position_is_saved_and_checked(tiny_backbone, tmp_path):
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, viewer_position=1)
-    enc.save_pretrained(tmp_path / "ckpt")
-    assert MultiViewEncoder.from_pretrained(tmp_path / "ckpt").config.viewer_position == 1
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
+    viewer(tiny_backbone, mode="mvr", views=2, viewer_position=1).model.save(str(tmp_path / "ckpt"))
+    assert open_encoder(tmp_path / "ckpt", "cpu").config.viewer_position == 1
     with pytest.raises(ValueError, match="viewer_position"):
         MultiViewConfig(mode="camvr", viewer_position=1)
     with pytest.raises(ValueError, match="non-negative"):

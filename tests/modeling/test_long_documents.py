@@ -179,11 +179,11 @@ def test_a_document_that_fits_is_one_plain_forward_pass(tiny_backbone):
     assert encoded.views.shape[0] == 7  # six sentences and the whole text
 
 
-def test_the_long_document_options_are_in_the_encoder_identity(narrow):
+def test_the_long_document_options_are_in_the_encoder_identity(narrow, tiny_backbone):
     identity = narrow.identity("m")
     assert (identity["snippet_tokens"], identity["window_overlap"], identity["max_views"]) == (8, 4, 1024)
     other = MultiVectorEncoderAdapter.snippet(
-        narrow.config.base_model, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=16, window_overlap=4
+        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=16, window_overlap=4
     )
     assert other.identity("m")["fingerprint"] != identity["fingerprint"]
 
@@ -200,17 +200,17 @@ def test_bad_long_document_options_are_clear_errors(tiny_backbone):
 
 @pytest.mark.parametrize("mode", ["mvr", "camvr"])
 def test_viewer_modes_say_what_they_cut(tiny_backbone, mode, caplog):
-    from haystack_mvr.modeling import MultiViewEncoder
+    from haystack_mvr.modeling.st_modules import viewer_encoder
 
     torch.manual_seed(0)
-    enc = MultiViewEncoder.from_pretrained(tiny_backbone, mode=mode, num_views=3, doc_max_length=24)
+    enc = MultiVectorEncoderAdapter(viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=24))
     with caplog.at_level("WARNING", logger="haystack_mvr.modeling.inputs"):
         enc.encode_documents([sentences(20), "Short one.", sentences(30)], batch_size=1)
     reports = [r.getMessage() for r in caplog.records if "were cut" in r.getMessage()]
     assert len(reports) == 1 and "2 of 3 documents were cut" in reports[0]
     assert enc.identity("m")["on_truncation"] == "warn"
-    strict = MultiViewEncoder.from_pretrained(
-        tiny_backbone, mode=mode, num_views=3, doc_max_length=24, on_truncation="raise"
+    strict = MultiVectorEncoderAdapter(
+        viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=24, on_truncation="raise")
     )
     with pytest.raises(ValueError, match="on_truncation='raise'"):
         strict.encode_documents(["Short one.", sentences(20)])

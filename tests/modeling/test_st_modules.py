@@ -70,59 +70,67 @@ VIEWER_CASES = {
 
 @pytest.fixture(scope="module", params=sorted(VIEWER_CASES))
 def viewer_pair(request, tiny_backbone, tmp_path_factory):
-    """A trained-looking MultiViewEncoder and its sentence-transformers folder (same weights)."""
-    import torch
+    """An older ``multi_view_config.json`` checkpoint, what its older host computed, and its converted folder."""
+    from haystack_mvr.modeling.st_modules import checkpoint_encoder
+    from tests.conftest import old_host_outputs, save_tiny_checkpoint
 
-    from haystack_mvr.modeling import MultiViewEncoder
-    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
-
-    torch.manual_seed(0)
-    options = VIEWER_CASES[request.param]
-    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, num_views=3, doc_max_length=48, **options)
-    if not encoder.config.tied:  # the two towers differ, as after training
-        with torch.no_grad():
-            encoder.query_backbone.embeddings.word_embeddings.weight.add_(0.5)
+    old = save_tiny_checkpoint(
+        tiny_backbone, tmp_path_factory.mktemp(f"old-{request.param}"), num_views=3, doc_max_length=48,
+        **VIEWER_CASES[request.param],
+    )  # fmt: skip
     path = tmp_path_factory.mktemp(f"st-{request.param}")
-    save_multi_view_encoder(encoder, path)
-    return encoder.eval(), path
+    checkpoint_encoder(old).save(str(path))
+    return old, old_host_outputs(old, TEXTS, QUERIES), path
 
 
-def test_multi_vector_encoder_gives_the_multi_view_encoders_views(viewer_pair):
-    encoder, path = viewer_pair
+QUERIES = [QUERY, "a much longer question about the old town of Warsaw"]
+
+
+def test_the_converted_folder_gives_the_older_hosts_views(viewer_pair):
+    from haystack_mvr.modeling.config import MultiViewConfig
+
+    old, before, path = viewer_pair
     model = st.MultiVectorEncoder(str(path), device="cpu", trust_remote_code=True)
     names = [type(m).__name__ for m in model]
-    assert names == (["ViewerTransformer", "ViewerPooling"] if encoder.config.tied else ["Router"])
-    theirs = model.encode_document(TEXTS)
-    for ours, views in zip(encoder.encode_documents(TEXTS), theirs, strict=True):
-        assert ours.views.shape == tuple(views.shape) == (3, 32)
-        np.testing.assert_allclose(ours.views, views.numpy(), rtol=0, atol=1e-6)
-    queries = model.encode_query([QUERY, "a much longer question about the old town of Warsaw"])
-    expected = encoder.encode_queries([QUERY, "a much longer question about the old town of Warsaw"])
-    np.testing.assert_allclose(np.stack([q[0].numpy() for q in queries]), expected, rtol=0, atol=1e-6)
+    assert names == (["ViewerTransformer", "ViewerPooling"] if MultiViewConfig.load(old).tied else ["Router"])
+    for ours, views in zip(before["views"], model.encode_document(TEXTS), strict=True):
+        assert ours.shape == tuple(views.shape) == (3, 32)
+        np.testing.assert_allclose(ours, views.numpy(), rtol=0, atol=1e-6)
+    queries = model.encode_query(QUERIES)
+    np.testing.assert_allclose(np.stack([q[0].numpy() for q in queries]), before["queries"], rtol=0, atol=1e-6)
 
 
-def test_the_folder_reloads_as_a_multi_view_encoder_with_the_same_fingerprint(viewer_pair):
-    from haystack_mvr.modeling import MultiViewEncoder
+def test_the_older_checkpoint_converts_on_load_with_its_config_and_fingerprint(viewer_pair):
+    from haystack_mvr.modeling.config import MultiViewConfig
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter, open_encoder
 
-    encoder, path = viewer_pair
-    again = MultiViewEncoder.from_pretrained(path)
-    assert {**again.config.to_dict(), "base_model": ""} == {**encoder.config.to_dict(), "base_model": ""}
-    assert again.fingerprint() == encoder.fingerprint()
+    old, before, path = viewer_pair
+    for encoder in (open_encoder(old, "cpu"), MultiVectorEncoderAdapter.load(path, device="cpu")):
+        assert type(encoder.model).__name__ == "MultiVectorEncoder"
+        assert encoder.config == MultiViewConfig(**{**MultiViewConfig.load(old).to_dict(), "base_model": ""})
+        assert encoder.fingerprint() == before["fingerprint"]  # what a store recorded with the older host
+        for ours, theirs, spans in zip(encoder.encode_documents(TEXTS), before["views"], before["spans"], strict=True):
+            assert ours.spans == spans
+            np.testing.assert_allclose(ours.views, theirs, atol=1e-6)
+        np.testing.assert_allclose(encoder.encode_queries(QUERIES), before["queries"], atol=1e-6)
     with pytest.raises(ValueError, match="num_views"):
-        MultiViewEncoder.from_pretrained(path, num_views=5)
+        open_encoder(old, "cpu", num_views=5)
+    with pytest.raises(ValueError, match="num_views"):
+        open_encoder(path, "cpu", num_views=5)
 
 
 def test_the_viewer_tokens_are_saved_with_the_tokenizer(viewer_pair):
     from transformers import AutoTokenizer
 
+    from haystack_mvr.modeling.config import MultiViewConfig
     from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
 
-    encoder, path = viewer_pair
-    folder = path if encoder.config.tied else path / "document_0_ViewerTransformer"
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    old, _, path = viewer_pair
+    folder = path if MultiViewConfig.load(old).tied else path / "document_0_ViewerTransformer"
+    tokenizer, before = AutoTokenizer.from_pretrained(folder), AutoTokenizer.from_pretrained(old)
     for token in (QUERY_VIEWER, *viewer_tokens(3)):
         assert tokenizer.tokenize(f"a {token} b") == ["a", token, "b"]
-        assert tokenizer.convert_tokens_to_ids(token) == encoder.tokenizer.convert_tokens_to_ids(token)
+        assert tokenizer.convert_tokens_to_ids(token) == before.convert_tokens_to_ids(token)
 
 
 def test_viewer_encoder_builds_mvr_inputs_as_the_papers(tiny_backbone, tmp_path):
@@ -162,21 +170,19 @@ def test_an_older_snippet_checkpoint_converts_and_keeps_its_views(tiny_backbone,
     """A backbone folder with a snippet ``multi_view_config.json`` (the format before issue 16) still loads."""
     import shutil
 
-    from haystack_mvr.modeling import MultiViewConfig, MultiViewEncoder
-    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-    from haystack_mvr.modeling.st_modules import snippet_encoder_from_checkpoint
+    from haystack_mvr.modeling import MultiViewConfig
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter, open_encoder
+    from haystack_mvr.modeling.st_modules import checkpoint_encoder
 
     old = tmp_path / "old"
     shutil.copytree(tiny_backbone, old)
     MultiViewConfig(mode="snippet", num_views=3, query_max_length=8, doc_max_length=64).save(old)
     fresh = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=3, query_max_length=8)
-    loaded = MultiVectorEncoderAdapter.snippet(old, device="cpu")
+    loaded = open_encoder(old, "cpu")
     assert loaded.config.num_views == 3 and loaded.config.query_max_length == 8
-    with pytest.raises(ValueError, match="snippet_encoder_from_checkpoint"):
-        MultiViewEncoder.from_pretrained(old)
     with pytest.raises(ValueError, match="cannot override"):
-        MultiVectorEncoderAdapter.snippet(old, device="cpu", num_views=5)
-    converted = snippet_encoder_from_checkpoint(old)
+        open_encoder(old, "cpu", num_views=5)
+    converted = checkpoint_encoder(old)
     converted.save(str(tmp_path / "new"))
     again = MultiVectorEncoderAdapter.load(tmp_path / "new", device="cpu")
     long_query = "which river flows through the old capital city of Poland?"  # longer than 8 tokens
@@ -189,45 +195,41 @@ def test_an_older_snippet_checkpoint_converts_and_keeps_its_views(tiny_backbone,
 
 
 def test_the_adapter_refuses_other_folders(tiny_backbone):
-    from haystack_mvr.modeling.loading import sentence_transformers_layout
+    from haystack_mvr.modeling.loading import is_multi_view_checkpoint
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-    assert sentence_transformers_layout(str(tiny_backbone)) is None
+    assert not is_multi_view_checkpoint(str(tiny_backbone))
     with pytest.raises(ValueError, match="not a haystack-mvr sentence-transformers checkpoint"):
         MultiVectorEncoderAdapter.load(tiny_backbone)
 
 
-def test_the_adapter_gives_views_spans_and_viewer_attention(viewer_pair):
-    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+def test_viewer_attention_is_the_same_before_and_after_conversion(viewer_pair):
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter, open_encoder
 
-    encoder, path = viewer_pair
+    old, _, path = viewer_pair
     adapter = MultiVectorEncoderAdapter.load(path, device="cpu")
-    assert adapter.config.mode == encoder.config.mode and adapter.identity("m") == encoder.identity("m")
-    for a, b in zip(adapter.encode_documents(TEXTS, batch_size=2), encoder.encode_documents(TEXTS), strict=True):
-        assert a.spans == b.spans
-        np.testing.assert_allclose(a.views, b.views, atol=1e-6)
-    for a, b in zip(adapter.viewer_attention(TEXTS[:2]), encoder.viewer_attention(TEXTS[:2]), strict=True):
+    for a, b in zip(
+        adapter.viewer_attention(TEXTS[:2]), open_encoder(old, "cpu").viewer_attention(TEXTS[:2]), strict=True
+    ):
+        assert a.shape[0] == 3
         np.testing.assert_allclose(a, b, atol=1e-6)
+        np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-5)
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("mode", "options"), [("mvr", {"viewer_position": 1}), ("camvr", {})])
 def test_minilm_views_are_the_same_through_sentence_transformers(minilm, tmp_path, mode, options):
-    import torch
+    from haystack_mvr.modeling.st_encoder import open_encoder
+    from tests.conftest import old_host_outputs, save_tiny_checkpoint
 
-    from haystack_mvr.modeling import MultiViewEncoder
-    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-    from haystack_mvr.modeling.st_modules import save_multi_view_encoder
-
-    torch.manual_seed(0)
-    encoder = MultiViewEncoder.from_pretrained(minilm, mode=mode, num_views=8, **options).eval()
-    save_multi_view_encoder(encoder, tmp_path / "st")
-    adapter = MultiVectorEncoderAdapter.load(tmp_path / "st", device="cpu")
-    for a, b in zip(encoder.encode_documents(TEXTS), adapter.encode_documents(TEXTS), strict=True):
-        assert a.spans == b.spans
-        np.testing.assert_allclose(a.views, b.views, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(encoder.encode_queries([QUERY]), adapter.encode_queries([QUERY]), rtol=0, atol=1e-6)
-    assert adapter.fingerprint() == encoder.fingerprint()
+    old = save_tiny_checkpoint(minilm, tmp_path / "old", mode, 8, doc_max_length=256, **options)
+    before = old_host_outputs(old, TEXTS, [QUERY])
+    adapter = open_encoder(old, "cpu")
+    for a, views, spans in zip(adapter.encode_documents(TEXTS), before["views"], before["spans"], strict=True):
+        assert a.spans == spans
+        np.testing.assert_allclose(a.views, views, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(adapter.encode_queries([QUERY]), before["queries"], rtol=0, atol=1e-6)
+    assert adapter.fingerprint() == before["fingerprint"]
 
 
 @pytest.mark.parametrize("mode", ["mvr", "camvr"])

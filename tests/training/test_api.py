@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from haystack_mvr.cli.train import add_mine_parser, add_train_parser
-from haystack_mvr.modeling import MultiViewEncoder
+from haystack_mvr.modeling.st_encoder import open_encoder
 from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
 from haystack_mvr.training.negatives import read_negatives
 
@@ -99,7 +99,7 @@ def test_train_camvr_on_squad_mv_from_the_cli(tiny_backbone, squad_mv_dir, tmp_p
         ]
     )
     assert ns.handler(ns) == 0
-    encoder = MultiViewEncoder.from_pretrained(out)
+    encoder = open_encoder(out, "cpu")
     assert (encoder.config.mode, encoder.config.num_views) == ("camvr", 4)
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 3 and all("answer_view_agreement" in r for r in log)  # squad-mv answers give answer views
@@ -159,7 +159,7 @@ def test_train_camvr_on_squad_mv_from_the_cli(tiny_backbone, squad_mv_dir, tmp_p
         ]
     )
     assert ns.handler(ns) == 0
-    assert MultiViewEncoder.from_pretrained(tmp_path / "dpr").config.num_views == 1
+    assert open_encoder(tmp_path / "dpr", "cpu").config.num_views == 1
 
 
 def test_resume_latest_through_the_api(tiny_backbone, squad_mv_dir, tmp_path):
@@ -182,14 +182,14 @@ def test_resume_latest_through_the_api(tiny_backbone, squad_mv_dir, tmp_path):
         "warmup_ratio": 0.0,  # a one-step run would spend its step warming up from 0
     }
     train(TrainingArguments(**common, max_steps=1))
-    first = MultiViewEncoder.from_pretrained(tmp_path).state_dict()
+    first = open_encoder(tmp_path, "cpu").model.state_dict()
     train(TrainingArguments(**common, max_steps=2, resume_from="latest"))
     log = [json.loads(line)["step"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert log == [1, 2]
     # step 1 was not trained again: the second run resumed from checkpoint-1 (the library's resume)
     state = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
     assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2]
-    resumed = MultiViewEncoder.from_pretrained(tmp_path).state_dict()
+    resumed = open_encoder(tmp_path, "cpu").model.state_dict()
     assert resumed.keys() == first.keys()
     # the resumed step trained: at this run's rate, not the stopped run's finished schedule's last one (0)
     assert any(not torch.equal(first[k], resumed[k]) for k in first)

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from haystack_mvr.evaluation.answer_matching import has_answer
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.training.data import Passage, TrainingExample, load_squad_mv
 from haystack_mvr.training.negatives import (
     bm25_negatives,
@@ -68,7 +67,10 @@ def test_answer_check_runs_on_the_encoded_text():
 def test_mined_negatives_exclude_positive_and_answers(real, tiny_backbone):
     examples, corpus = real
     torch.manual_seed(0)
-    encoder = MultiViewEncoder.from_pretrained(tiny_backbone, mode="mvr", num_views=2, doc_max_length=32)
+    from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    encoder = MultiVectorEncoderAdapter(viewer_encoder(tiny_backbone, mode="mvr", views=2, doc_max_length=32))
     negatives = mine_negatives(encoder, examples[:20], corpus[:60], num_negatives=5, depth=30, batch_size=32)
     assert all(len(v) == 5 for v in negatives.values())
     assert_clean(examples[:20], negatives)

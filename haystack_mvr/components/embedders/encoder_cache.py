@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 from haystack.utils import Secret, deserialize_secrets_inplace
 from haystack.utils.hf import deserialize_hf_model_kwargs, serialize_hf_model_kwargs
 
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import LoadOptions, local_model_name
 
 if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-_cache: dict[str, MultiViewEncoder | MultiVectorEncoderAdapter] = {}
+_cache: dict[str, MultiVectorEncoderAdapter] = {}
 _lock = threading.Lock()
 
 DEFAULT_TOKEN = Secret.from_env_var(["HF_API_TOKEN", "HF_TOKEN"], strict=False)
@@ -110,7 +109,7 @@ def load_options(component: Any) -> LoadOptions:
 
 def load_encoder(
     model: str | Path, device: str, encoder_kwargs: dict[str, Any], options: LoadOptions | None = None
-) -> MultiViewEncoder | MultiVectorEncoderAdapter:
+) -> MultiVectorEncoderAdapter:
     """
     Load (once) the encoder for ``model`` on ``device`` (``haystack_mvr.modeling.st_encoder.open_encoder``).
 

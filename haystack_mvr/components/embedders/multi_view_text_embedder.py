@@ -17,7 +17,6 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.errors import InvalidRequestError
-from haystack_mvr.modeling import MultiViewEncoder
 from haystack_mvr.modeling.loading import portable_model_name
 from haystack_mvr.views import PackedViews
 
@@ -63,9 +62,9 @@ class MultiViewTextEmbedder:
         """
         Create a MultiViewTextEmbedder.
 
-        :param model: A multi-view checkpoint (a ``multi_view_config.json`` folder or a sentence-transformers
-            folder with haystack-mvr modules; see ``MultiViewDocumentEmbedder``), or a BERT-like model name or path
-            (snippet mode). The packaged all-MiniLM-L6-v2 folder is dumped as its hub id (see
+        :param model: A multi-view checkpoint (a sentence-transformers folder with haystack-mvr modules, or an
+            older ``multi_view_config.json`` folder; see ``MultiViewDocumentEmbedder``), or a BERT-like model name or
+            path (snippet mode). The packaged all-MiniLM-L6-v2 folder is dumped as its hub id (see
             ``MultiViewDocumentEmbedder``).
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Kept for symmetry with the document embedder (one text per run).
@@ -120,7 +119,7 @@ class MultiViewTextEmbedder:
             config_kwargs=config_kwargs,
         ).items():
             setattr(self, name, value)
-        self.encoder: MultiViewEncoder | MultiVectorEncoderAdapter | None = None
+        self.encoder: MultiVectorEncoderAdapter | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
