@@ -119,6 +119,36 @@ def test_views_do_not_depend_on_the_batch_or_the_forward_passes(narrow, monkeypa
         np.testing.assert_allclose(a.views, b.views, atol=1e-5)
 
 
+@pytest.mark.parametrize("batch_size", [1, 3, 32])
+def test_streamed_windows_give_the_views_of_one_whole_forward_pass(narrow, batch_size):
+    """Windows pooled pass by pass (bounded memory) equal the views of the model's forward over all windows at once."""
+    texts = [sentences(90, seed=5), sentences(12, seed=6), sentences(33, seed=7)]
+    whole = narrow.model.encode_document(texts, batch_size=len(texts), output_value=None)
+    streamed = narrow.encode_documents(texts, batch_size=batch_size)
+    for item, doc in zip(whole, streamed, strict=True):
+        keep = item["attention_mask"].bool()
+        assert doc.views.shape[0] == int(keep.sum()) > narrow.config.num_views
+        np.testing.assert_allclose(doc.views, item["token_embeddings"][keep].numpy(), rtol=0, atol=1e-6)
+        assert doc.spans == [None if s < 0 else (s, e) for s, e in item["mvr_spans"][keep].tolist()]
+
+
+def test_a_long_document_holds_only_one_pass_of_token_states(narrow, monkeypatch):
+    """The streamed path never asks the backbone for more than batch_size windows at once."""
+    from haystack_mvr.modeling.st_modules import SnippetTransformer
+
+    seen = []
+    original = SnippetTransformer.window_passes
+
+    def counting(self, features, rows_per_pass, **kwargs):
+        for rows, states in original(self, features, rows_per_pass, **kwargs):
+            seen.append(states.shape[0])
+            yield rows, states
+
+    monkeypatch.setattr(SnippetTransformer, "window_passes", counting)
+    narrow.encode_documents([sentences(200, seed=8)], batch_size=4)
+    assert len(seen) > 10 and max(seen) == 4
+
+
 def test_training_labels_name_the_view_the_forward_pass_pools_the_answer_into(narrow):
     """Snippet spans read without the backbone equal the forward pass's; a long document's answer view follows them."""
     pytest.importorskip("datasets")
