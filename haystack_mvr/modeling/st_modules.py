@@ -141,9 +141,10 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
       ``first`` is 1 on a document's first window (a document's windows are consecutive rows), the window reads
       content tokens ``[start, end)`` and gives the state of ``[home_start, home_end)``, after ``prefix`` special
       tokens;
-    - ``mvr_sentences`` ``(W, S, 4)`` long: on a document's first window row, its sentences'
-      ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), rows of zeros after the
-      last and on other windows. A sentence longer than half a window is cut into pieces of at most that, or of at
+    - ``mvr_sentences`` ``(W, S, 4)`` long: a document's sentences'
+      ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), in order, spread evenly
+      over its window rows (so ``S`` stays the sentences of about one window, not of the longest document), rows of
+      zeros after each row's last. A sentence longer than half a window is cut into pieces of at most that, or of at
       most ``snippet_tokens`` in a document long enough to get one snippet per ``snippet_tokens`` tokens
       (:meth:`piece_tokens`), so that text without sentence ends still gets the views its length calls for.
 
@@ -239,10 +240,11 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         for text, (ids, offsets) in zip(texts, rows_of, strict=True):
             units = sentence_units(text, offsets, half, self.piece_tokens(len(ids), half))
             plan = plan_windows(len(ids), capacity, self.window_overlap, [u[2] for u in units])
+            per_row = max(1, -(-len(units) // len(plan)))
             for k, window in enumerate(plan):
                 rows.append([*prefix, *ids[window.start : window.end], *suffix])
                 windows.append((int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix)))
-                sentences.append(units if k == 0 else [])
+                sentences.append(units[k * per_row : (k + 1) * per_row])
         width = max(map(len, rows))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = np.full((len(rows), width), pad, dtype=np.int64)
@@ -528,7 +530,7 @@ class SnippetViews(Module):
             tail_row, (_, start, end, *_, tail_prefix) = last - 1, windows[last - 1]
             head = first * width + np.arange(prefix)
             tail = tail_row * width + np.arange(tail_prefix + end - start, int(lengths[tail_row]))
-            rows = sentences[first]
+            rows = [row for r in range(first, last) for row in sentences[r]]
             groups = self.snippet_groups(rows, len(home))
             plans.append((np.concatenate([head, home, tail]), home, rows, groups))
         num_views = 1 + max(len(groups) for *_, groups in plans)
@@ -836,8 +838,11 @@ def snippet_spans(model: MultiVectorEncoder, texts: list[str]) -> list[list[Span
         return []
     features = transformer.preprocess(list(texts), task="document")
     windows = features[WINDOWS].tolist()
-    # a document's first window row holds its sentence rows
-    sentences = [rows for w, rows in zip(windows, sentence_rows(features[SENTENCES]), strict=True) if w[0]]
+    sentences: list[list[tuple[int, int, int, int]]] = []  # a document's sentence rows, spread over its windows
+    for w, rows in zip(windows, sentence_rows(features[SENTENCES]), strict=True):
+        if w[0]:
+            sentences.append([])
+        sentences[-1].extend(rows)
     return [
         [(rows[a][0], rows[z - 1][1]) for a, z in views.snippet_groups(rows, tokens)]
         for rows, tokens in zip(sentences, _content_tokens(windows), strict=True)
