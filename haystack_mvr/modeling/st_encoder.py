@@ -47,8 +47,10 @@ from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.modeling.st_modules import (
     SPANS,
     SnippetTransformer,
+    SnippetViews,
     ViewerTransformer,
     checkpoint_encoder,
+    document_modules,
     encoder_from_config,
     multi_view_config,
     sync_snippet_options,
@@ -244,8 +246,9 @@ class MultiVectorEncoderAdapter:
         """
         Snippet mode. Documents estimated (from their length in characters) to fit one window go through in
         ``batch_size`` batches, as sentence-transformers batches them; longer ones in groups of about ``batch_size``
-        windows, so a batch of long documents holds no more token states than ``batch_size`` paragraphs would. The
-        estimate only decides the batching: the views are the same either way.
+        windows, whose windows are streamed through the backbone ``batch_size`` at a time and pooled into the views
+        as they come (:meth:`_encode_streamed`): the token states held at once are those of ``batch_size`` windows,
+        however long a document is. The estimate only decides the batching: the views are the same either way.
         """
         window_chars = CHARS_PER_TOKEN * transformer.document_max_length()
         windows = [max(1, -(-len(t) // window_chars)) for t in texts]
@@ -270,12 +273,37 @@ class MultiVectorEncoderAdapter:
             load += windows[i]
         groups.append(current)
         for group in tqdm(groups, desc="Encoding documents", disable=not progress_bar, unit="batch"):
-            items = self.model.encode_document(
-                [texts[i] for i in group], batch_size=len(group), show_progress_bar=False, output_value=None
-            )
+            items = self._encode_streamed([texts[i] for i in group], batch_size)
             for i, item in zip(group, items, strict=True):
                 out[i] = item
         return out  # type: ignore[return-value]
+
+    def _encode_streamed(self, texts: list[str], batch_size: int) -> list[dict[str, Any]]:
+        """
+        ``encode_document`` for documents of several windows, without the token states of all their windows at
+        once: ``SnippetTransformer.window_passes`` reads ``batch_size`` windows a pass and ``SnippetViews.pool_passes``
+        adds each pass into the views (the same views as the whole forward pass, up to float rounding). A model
+        whose document modules are not exactly these two goes through ``encode_document``.
+        """
+        modules = document_modules(self.model)
+        if (
+            len(modules) != 2
+            or not isinstance(modules[0], SnippetTransformer)
+            or not isinstance(modules[1], SnippetViews)
+        ):
+            return self.model.encode_document(texts, batch_size=len(texts), show_progress_bar=False, output_value=None)
+        transformer, views = modules
+        prompt = next(
+            (self.model.prompts[k] for k in ("document", "passage", "corpus") if k in self.model.prompts), None
+        )
+        self.model.eval()
+        with torch.inference_mode():
+            features = self.model.preprocess(texts, prompt=prompt, task="document")
+            features = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+            passes = transformer.window_passes(features, batch_size, task="document")
+            pooled = views.pool_passes(features, passes)
+        keys = ("token_embeddings", "attention_mask", SPANS)
+        return [{key: pooled[key][b] for key in keys} for b in range(len(texts))]
 
     @torch.inference_mode()
     def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:

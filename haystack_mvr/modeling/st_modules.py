@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -134,9 +135,10 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
       ``first`` is 1 on a document's first window (a document's windows are consecutive rows), the window reads
       content tokens ``[start, end)`` and gives the state of ``[home_start, home_end)``, after ``prefix`` special
       tokens;
-    - ``mvr_sentences`` ``(W, S, 4)`` long: on a document's first window row, its sentences'
-      ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), rows of zeros after the
-      last and on other windows. A sentence longer than half a window is cut into pieces of at most that, or of at
+    - ``mvr_sentences`` ``(W, S, 4)`` long: a document's sentences'
+      ``(char_start, char_end, token_start, token_end)`` (content tokens, whole document), in order, spread evenly
+      over its window rows (so ``S`` stays the sentences of about one window, not of the longest document), rows of
+      zeros after each row's last. A sentence longer than half a window is cut into pieces of at most that, or of at
       most ``snippet_tokens`` in a document long enough to get one snippet per ``snippet_tokens`` tokens
       (:meth:`piece_tokens`), so that text without sentence ends still gets the views its length calls for.
 
@@ -232,10 +234,11 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         for text, (ids, offsets) in zip(texts, rows_of, strict=True):
             units = sentence_units(text, offsets, half, self.piece_tokens(len(ids), half))
             plan = plan_windows(len(ids), capacity, self.window_overlap, [u[2] for u in units])
+            per_row = max(1, -(-len(units) // len(plan)))
             for k, window in enumerate(plan):
                 rows.append([*prefix, *ids[window.start : window.end], *suffix])
                 windows.append((int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix)))
-                sentences.append(units if k == 0 else [])
+                sentences.append(units[k * per_row : (k + 1) * per_row])
         width = max(map(len, rows))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = np.full((len(rows), width), pad, dtype=np.int64)
@@ -263,18 +266,34 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         step = max(documents, MIN_WINDOWS_PER_PASS)
         if rows <= step:
             return super().forward(features, **kwargs)
-        # a long document's windows: passes of at most `step` rows (as many as the batch's documents), rows taken
-        # longest first so that each pass is padded only to its own longest row (a document's short last window
-        # costs its own tokens, as sorted batching gives sentence-transformers' encode)
+        output = self.module_output_name or "token_embeddings"
+        width = int(features["attention_mask"].shape[1])
+        picked, states = [], []
+        for rows_of_pass, part in self.window_passes(features, step, **kwargs):
+            picked.append(rows_of_pass)
+            states.append(F.pad(part, (0, 0, 0, width - part.shape[1])))
+        order = torch.cat(picked)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(rows, device=order.device)
+        features[output] = torch.cat(states, dim=0)[inverse.to(states[0].device)]
+        return features
+
+    def window_passes(self, features: dict[str, Any], rows_per_pass: int, **kwargs) -> Iterator[tuple[Tensor, Tensor]]:
+        """
+        The backbone over the window rows of ``features``, at most ``rows_per_pass`` rows a pass, rows taken longest
+        first so that each pass is padded only to its own longest row (a document's short last window costs its own
+        tokens, as sorted batching gives sentence-transformers' ``encode``). Yields each pass's row indices and
+        their token states ``(rows, longest row, d)``: the caller decides whether to keep them
+        (:meth:`forward`) or pool them as they come (:meth:`SnippetViews.pool_passes`).
+        """
         output = self.module_output_name or "token_embeddings"
         backbone = {k: v for k, v in features.items() if k not in _EXTRA_FEATURES}
         mask = features["attention_mask"]
-        width = int(mask.shape[1])
+        rows, width = int(mask.shape[0]), int(mask.shape[1])
         lengths = mask.sum(dim=1)
         order = torch.argsort(lengths, descending=True, stable=True)
-        states = []
-        for begin in range(0, rows, step):
-            picked = order[begin : begin + step]
+        for begin in range(0, rows, rows_per_pass):
+            picked = order[begin : begin + rows_per_pass]
             longest = int(lengths[picked].max())
             chunk = {}
             for k, v in backbone.items():
@@ -283,12 +302,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
                     if v.ndim >= 2 and v.shape[1] == width:
                         v = v[:, :longest]
                 chunk[k] = v
-            part = super().forward(chunk, **kwargs)[output]
-            states.append(F.pad(part, (0, 0, 0, width - part.shape[1])))
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(rows, device=order.device)
-        features[output] = torch.cat(states, dim=0)[inverse.to(states[0].device)]
-        return features
+            yield picked, super().forward(chunk, **kwargs)[output]
 
 
 def sentence_units(
@@ -405,15 +419,54 @@ class SnippetViews(Module):
         scale = torch.from_numpy(weights).to(device=states.device, dtype=states.dtype)
         target = torch.from_numpy(views_of).to(states.device)
         views = torch.zeros(num_docs * num_views, states.shape[-1], device=states.device, dtype=states.dtype)
-        views = views.index_add(0, target, flat_states[index] * scale[:, None]).reshape(num_docs, num_views, -1)
+        views = views.index_add(0, target, flat_states[index] * scale[:, None])
+        return self._finish(features, views.reshape(num_docs, num_views, -1), views_of, spans)
+
+    def pool_passes(self, features: dict[str, Any], passes: Iterable[tuple[Tensor, Tensor]]) -> dict[str, Any]:
+        """
+        :meth:`forward` for documents whose token states come pass by pass
+        (:meth:`SnippetTransformer.window_passes`): each pass's states are added into the views (float32 sums, on
+        the states' device) and dropped, so no tensor ever holds more than one pass's states, whatever the
+        documents' length. ``features`` are :meth:`SnippetTransformer.preprocess`'s, without token states.
+        """
+        mask = features["attention_mask"]
+        rows, width = int(mask.shape[0]), int(mask.shape[1])
+        windows, sentences = features.pop(WINDOWS), features.pop(SENTENCES)
+        views_of, flat, weights, spans = self._layout(windows.tolist(), sentence_rows(sentences), width, mask)
+        num_docs, num_views = spans.shape[0], spans.shape[1]
+        # the (view, token, weight) triples grouped by window row, so a pass takes its rows' triples by slicing
+        row_of = flat // width
+        by_row = np.argsort(row_of, kind="stable")
+        bounds = np.searchsorted(row_of[by_row], np.arange(rows + 1))
+        position = np.empty(rows, dtype=np.int64)  # a row's place in its pass
+        views: Tensor | None = None
+        for picked, states in passes:
+            picked_rows = picked.cpu().numpy()
+            taken = np.concatenate([by_row[bounds[r] : bounds[r + 1]] for r in picked_rows])
+            position[picked_rows] = np.arange(len(picked_rows))
+            index = position[row_of[taken]] * states.shape[1] + flat[taken] % width
+            device = states.device
+            if views is None:
+                dtype = torch.promote_types(states.dtype, torch.float32)
+                views = torch.zeros(num_docs * num_views, states.shape[-1], device=device, dtype=dtype)
+            part = states.reshape(-1, states.shape[-1])[torch.from_numpy(index).to(device)].to(views.dtype)
+            scale = torch.from_numpy(weights[taken]).to(device=device, dtype=views.dtype)
+            views.index_add_(0, torch.from_numpy(views_of[taken]).to(device), part * scale[:, None])
+        if views is None:
+            msg = "pool_passes got no forward passes."
+            raise ValueError(msg)
+        return self._finish(features, views.reshape(num_docs, num_views, -1), views_of, spans)
+
+    def _finish(self, features: dict[str, Any], views: Tensor, views_of: np.ndarray, spans: np.ndarray) -> dict:
+        """``features`` with the views ``(docs, V, d)``, their mask (a view is real when it pools a token) and spans."""
+        num_docs, num_views = spans.shape[0], spans.shape[1]
         if self.normalize:
             views = F.normalize(views, dim=-1)
         view_mask = np.zeros(num_docs * num_views, dtype=bool)
-        view_mask[views_of] = True  # a view is real when it pools at least one token
-        view_mask = view_mask.reshape(num_docs, num_views)
+        view_mask[views_of] = True
         features["token_embeddings"] = views
-        features["attention_mask"] = torch.from_numpy(view_mask).to(states.device)
-        features[SPANS] = torch.from_numpy(spans).to(states.device)
+        features["attention_mask"] = torch.from_numpy(view_mask.reshape(num_docs, num_views)).to(views.device)
+        features[SPANS] = torch.from_numpy(spans).to(views.device)
         return features
 
     def _pool_whole_rows(self, features: dict[str, Any], states: Tensor, mask: Tensor) -> dict[str, Any]:
@@ -471,7 +524,7 @@ class SnippetViews(Module):
             tail_row, (_, start, end, *_, tail_prefix) = last - 1, windows[last - 1]
             head = first * width + np.arange(prefix)
             tail = tail_row * width + np.arange(tail_prefix + end - start, int(lengths[tail_row]))
-            rows = sentences[first]
+            rows = [row for r in range(first, last) for row in sentences[r]]
             groups = self.snippet_groups(rows, len(home))
             plans.append((np.concatenate([head, home, tail]), home, rows, groups))
         num_views = 1 + max(len(groups) for *_, groups in plans)
@@ -780,8 +833,11 @@ def snippet_spans(model: MultiVectorEncoder, texts: list[str]) -> list[list[Span
         return []
     features = transformer.preprocess(list(texts), task="document")
     windows = features[WINDOWS].tolist()
-    # a document's first window row holds its sentence rows
-    sentences = [rows for w, rows in zip(windows, sentence_rows(features[SENTENCES]), strict=True) if w[0]]
+    sentences: list[list[tuple[int, int, int, int]]] = []  # a document's sentence rows, spread over its windows
+    for w, rows in zip(windows, sentence_rows(features[SENTENCES]), strict=True):
+        if w[0]:
+            sentences.append([])
+        sentences[-1].extend(rows)
     return [
         [(rows[a][0], rows[z - 1][1]) for a, z in views.snippet_groups(rows, tokens)]
         for rows, tokens in zip(sentences, _content_tokens(windows), strict=True)

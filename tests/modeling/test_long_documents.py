@@ -62,7 +62,26 @@ def test_windows_partition_the_document_with_context(length, capacity, overlap, 
 
 def test_a_home_range_ends_at_a_sentence_start_when_one_is_close():
     windows = plan_windows(1000, 100, 10, [45, 70, 150, 230])
-    assert windows[0].home_end == 70  # the sentence start nearest the room's end (80) within its second half
+    assert windows[0].home_end == 70  # the sentence start nearest the balanced end (77) within a quarter of a home
+    assert plan_windows(1000, 100, 10, [45])[0].home_end == 77  # none close: the balanced end
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5000), st.integers(8, 300), st.integers(0, 80), st.data())
+def test_windows_are_the_fewest_and_read_only_their_context(length, capacity, overlap, data):
+    """Forward-pass tokens are the document's plus 2 x overlap per boundary, in the fewest windows that allow it."""
+    starts = sorted(set(data.draw(st.lists(st.integers(1, max(1, length - 1)), max_size=60))))
+    windows = plan_windows(length, capacity, overlap, starts)
+    context = min(overlap, capacity // 4)
+    assert sum(w.end - w.start for w in windows) <= length + 2 * context * (len(windows) - 1)
+    fewer = len(windows) - 1  # these many windows could not hold the document with that context
+    assert (
+        fewer == 0
+        or (capacity if fewer == 1 else 2 * (capacity - context) + (fewer - 2) * (capacity - 2 * context)) < length
+    )
+    homes = [w.home_end - w.home_start for w in windows]
+    if len(windows) > 1 and not starts:  # balanced: no short last window
+        assert max(homes) - min(homes) <= 1 + 2 * context
 
 
 def test_view_count_grows_with_length_and_is_capped():
@@ -117,6 +136,49 @@ def test_views_do_not_depend_on_the_batch_or_the_forward_passes(narrow, monkeypa
     for a, b in zip(alone, together, strict=True):
         assert a.spans == b.spans
         np.testing.assert_allclose(a.views, b.views, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 32])
+def test_streamed_windows_give_the_views_of_one_whole_forward_pass(narrow, batch_size):
+    """Windows pooled pass by pass (bounded memory) equal the views of the model's forward over all windows at once."""
+    texts = [sentences(90, seed=5), sentences(12, seed=6), sentences(33, seed=7)]
+    whole = narrow.model.encode_document(texts, batch_size=len(texts), output_value=None)
+    streamed = narrow.encode_documents(texts, batch_size=batch_size)
+    for item, doc in zip(whole, streamed, strict=True):
+        keep = item["attention_mask"].bool()
+        assert doc.views.shape[0] == int(keep.sum()) > narrow.config.num_views
+        np.testing.assert_allclose(doc.views, item["token_embeddings"][keep].numpy(), rtol=1e-5, atol=1e-5)
+        assert doc.spans == [None if s < 0 else (s, e) for s, e in item["mvr_spans"][keep].tolist()]
+
+
+def test_a_long_document_holds_only_one_pass_of_token_states(narrow, monkeypatch):
+    """The streamed path never asks the backbone for more than batch_size windows at once."""
+    from haystack_mvr.modeling.st_modules import SnippetTransformer
+
+    seen = []
+    original = SnippetTransformer.window_passes
+
+    def counting(self, features, rows_per_pass, **kwargs):
+        for rows, states in original(self, features, rows_per_pass, **kwargs):
+            seen.append(states.shape[0])
+            yield rows, states
+
+    monkeypatch.setattr(SnippetTransformer, "window_passes", counting)
+    narrow.encode_documents([sentences(200, seed=8)], batch_size=4)
+    assert len(seen) > 10 and max(seen) == 4
+
+
+def test_sentence_rows_grow_with_the_document_not_with_its_windows_times_its_sentences(narrow):
+    """A document's sentence rows are spread over its window rows: the padded tensor stays linear in its length."""
+    from haystack_mvr.modeling.st_modules import SENTENCES, sentence_rows
+
+    text = sentences(400, seed=9)
+    features = narrow.model.preprocess([text], task="document")
+    windows, per_row = features[SENTENCES].shape[0], features[SENTENCES].shape[1]
+    units = [row for rows in sentence_rows(features[SENTENCES]) for row in rows]
+    assert windows > 50 and len(units) >= 400
+    assert per_row == -(-len(units) // windows)  # not every sentence on the first row
+    assert [u[0] for u in units] == sorted(u[0] for u in units) and units[-1][1] == len(text)
 
 
 def test_training_labels_name_the_view_the_forward_pass_pools_the_answer_into(narrow):
