@@ -20,8 +20,9 @@ Parts (each writes ``benchmarks/results/store_<part>.{json,md}``):
 - ``hnsw``: one query at a time on ``HNSW32``: the store vs raw ``IndexHNSWFlat`` built from the same rows in one
   ``add`` (plus the collapse), at several ``efSearch``, with both systems' document recall@10 against exact search.
 - ``memory``: ``PQ48`` with ``keep_vectors=False`` written with Documents as ``MultiViewDocumentEmbedder`` makes them
-  (``attach_views``: ``PackedViews``, ``FirstView``, the encoder's name, snippet spans), resident bytes per view after
-  ``gc`` (and after ``malloc_trim``), in a fresh process.
+  (``attach_views``: ``PackedViews``, view 0 as the embedding, the encoder's name, snippet spans), resident bytes per
+  view after ``gc`` (and after ``malloc_trim``, with glibc's free heap), what content and spans cost per view, and the
+  same documents made and dropped without a store (the caller's own temporaries), each in a fresh process.
 """
 
 from __future__ import annotations
@@ -434,14 +435,44 @@ def part_hnsw(args, pools) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------- memory
-def _malloc_trim() -> bool:
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def _libc() -> ctypes.CDLL | None:
     try:
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+        return ctypes.CDLL("libc.so.6")
     except OSError:
-        return False
+        return None
 
 
-def memory_worker(views: int, spans: bool, first_view: bool = True) -> dict:
+def _malloc_trim() -> bool:
+    libc = _libc()
+    return bool(libc is not None and libc.malloc_trim(0))
+
+
+def _free_heap_bytes() -> int | None:
+    """glibc's free bytes inside its heaps (``mallinfo2().fordblks``): freed memory not yet given back."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _MallInfo2
+    return int(libc.mallinfo2().fordblks)
+
+
+#: The memory rows: (name, spans and content, view 0 as the embedding, written to a store).
+MEMORY_ROWS = (
+    ("views only", False, True, True),
+    ("with spans and content", True, True, True),
+    ("views only, embedding=None", False, False, True),
+    ("the same documents, no store", False, True, False),
+)
+
+
+def memory_worker(views: int, spans: bool, first_view: bool = True, store_them: bool = True, batch: int = 10_000):
     from haystack import Document
 
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
@@ -452,9 +483,8 @@ def memory_worker(views: int, spans: bool, first_view: bool = True) -> dict:
     store = FaissMultiViewDocumentStore(embedding_dim=DIM, index_factory="PQ48", keep_vectors=False, train_size=20_000)
     encoder = {"model": "benchmark", "mode": "snippet", "views": K}
     n = views // K
-    chunk = 10_000
-    for lo in range(0, n, chunk):  # as the embedder hands them on, one batch at a time
-        hi = min(n, lo + chunk)
+    for lo in range(0, n, batch):  # as the embedder hands them on, one batch at a time
+        hi = min(n, lo + batch)
         vectors = make_corpus((hi - lo) * K, K, DIM, SEED + lo)
         docs = []
         for i in range(hi - lo):
@@ -465,23 +495,29 @@ def memory_worker(views: int, spans: bool, first_view: bool = True) -> dict:
                 [(j * 40, j * 40 + 39) for j in range(K)] if spans else None,
             )
             doc.meta[ENCODER_KEY] = dict(encoder)
-            if not first_view:  # the same documents without the FirstView embedding (384 Python floats each)
+            if not first_view:  # the same documents without view 0 as an embedding (384 Python floats each)
                 doc = dataclasses.replace(doc, embedding=None)
             docs.append(doc)
-        store.write_documents(docs)
+        if store_them:
+            store.write_documents(docs)
         del docs, vectors
     gc.collect()
     rss = rss_gib() * 2**30 - base
+    free_heap = _free_heap_bytes()
     trimmed = _malloc_trim()
     rss_trim = rss_gib() * 2**30 - base
-    index_bytes = len(faiss.serialize_index(store._views.faiss_index))
-    content_bytes = (40 * K * n) if spans else 0
+    index = store._views.faiss_index if store._views is not None else None
+    index_bytes = len(faiss.serialize_index(index)) if index is not None else 0
+    content_bytes = (40 * K * n) if spans and store_them else 0
     return {
         "views": views,
         "spans": spans,
         "first_view": first_view,
+        "store": store_them,
+        "write_batch": batch,
         "resident_bytes_per_view_after_gc": rss / views,
         "resident_bytes_per_view_after_malloc_trim": rss_trim / views if trimmed else None,
+        "free_heap_bytes_per_view_after_gc": None if free_heap is None else free_heap / views,
         "index_bytes_per_view": index_bytes / views,
         "content_bytes_per_view": content_bytes / views,
     }
@@ -489,36 +525,59 @@ def memory_worker(views: int, spans: bool, first_view: bool = True) -> dict:
 
 def part_memory(args, pools) -> None:
     rows = []
-    for spans, first_view in ((False, True), (True, True), (False, False)):
+    for name, spans, first_view, store_them in MEMORY_ROWS:
         cmd = [sys.executable, "-m", "benchmarks.store_speed", "--memory-worker", str(args.memory_views)]
-        cmd += ["--threads", str(args.threads)] + (["--spans"] if spans else [])
-        cmd += [] if first_view else ["--no-first-view"]
+        cmd += ["--threads", str(args.threads), "--memory-batch", str(args.memory_batch)]
+        cmd += (["--spans"] if spans else []) + ([] if first_view else ["--no-first-view"])
+        cmd += [] if store_them else ["--no-store"]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        rows.append({"name": name, **json.loads(out.strip().splitlines()[-1])})
         log(f"memory: {rows[-1]}")
     loads = [os.getloadavg()[0]]
+    by_name = {r["name"]: r for r in rows}
+    views_only, with_spans = by_name["views only"], by_name["with spans and content"]
+    spans_cost = {
+        key: with_spans[key] - views_only[key]
+        for key in ("resident_bytes_per_view_after_gc", "resident_bytes_per_view_after_malloc_trim")
+        if with_spans[key] is not None and views_only[key] is not None
+    }
     params = (
         f"`PQ48`, `keep_vectors=False`, train_size 20,000, {args.memory_views:,} views ({args.memory_views // K:,} "
-        f"documents x {K}), d={DIM}, written 10,000 documents at a time as `MultiViewDocumentEmbedder` hands them on "
-        "(`attach_views`: `PackedViews` in meta, `FirstView` as embedding, the encoder's name in meta; with spans: "
-        f"{K} snippet spans and a {40 * K}-character content per document). Each row is a fresh process; resident "
-        "= process memory after the build and `gc.collect()` minus before it, per view (documents, row maps, PQ "
-        "codes, content)."
+        f"documents x {K}), d={DIM}, written {args.memory_batch:,} documents at a time as `MultiViewDocumentEmbedder` "
+        "hands them on (`attach_views`: `PackedViews` in meta, view 0 as a `list[float]` embedding, the encoder's name "
+        f"in meta; with spans: {K} snippet spans and a {40 * K}-character content per document). Each row is a fresh "
+        "process; resident = process memory after the build and `gc.collect()` minus before it, per view (documents, "
+        "row maps, PQ codes, content); free heap = glibc's freed bytes not given back (`mallinfo2().fordblks`). "
+        "The last row makes and drops the same documents without a store: what the caller's temporaries leave."
     )
     lines = header("PQ48 without float32 rows: memory on the embedders' own output", args, loads, pools, params)
     lines += [
-        "| documents | resident B/view after gc | after malloc_trim | of which PQ index | of which content | target |",
-        "|---|---:|---:|---:|---:|---|",
+        "| documents | resident B/view after gc | after malloc_trim | glibc free heap after gc | of which PQ index "
+        "| of which content | target |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        trim = r["resident_bytes_per_view_after_malloc_trim"]
+        trim, free = r["resident_bytes_per_view_after_malloc_trim"], r["free_heap_bytes_per_view_after_gc"]
         lines.append(
-            f"| {'with spans and content' if r['spans'] else 'views only'}"
-            f"{'' if r.get('first_view', True) else ', embedding=None (no FirstView)'} | "
-            f"**{r['resident_bytes_per_view_after_gc']:.0f}** | {'-' if trim is None else f'{trim:.0f}'} | "
-            f"{r['index_bytes_per_view']:.1f} | {r['content_bytes_per_view']:.0f} | <= 250 |"
+            f"| {r['name']} | **{r['resident_bytes_per_view_after_gc']:.0f}** | "
+            f"{'-' if trim is None else f'{trim:.0f}'} | {'-' if free is None else f'{free:.0f}'} | "
+            f"{r['index_bytes_per_view']:.1f} | {r['content_bytes_per_view']:.0f} | "
+            f"{'<= 250' if r['store'] else '-'} |"
         )
-    result = {"rows": rows, "thread_pools": pools, "machine": machine_info(), "load_average": loads}
+    if spans_cost:
+        lines += [
+            "",
+            "What content and spans cost per view (with spans and content minus views only): "
+            + ", ".join(f"{v:+.0f} B {k.removeprefix('resident_bytes_per_view_')}" for k, v in spans_cost.items())
+            + f" (of which the content itself {with_spans['content_bytes_per_view']:.0f} B).",
+        ]
+    result = {
+        "rows": rows,
+        "spans_and_content_bytes_per_view": spans_cost,
+        "thread_pools": pools,
+        "machine": machine_info(),
+        "load_average": loads,
+    }
     write_results(RESULTS / f"store_memory_embedded{args.suffix}", result, markdown="\n".join(lines))
     log(f"wrote store_memory_embedded{args.suffix}")
 
@@ -529,6 +588,7 @@ def main() -> None:
     parser.add_argument("--views", type=int, default=1_000_000, help="batch and io: Flat rows")
     parser.add_argument("--hnsw-views", type=int, default=250_000)
     parser.add_argument("--memory-views", type=int, default=1_000_000)
+    parser.add_argument("--memory-batch", type=int, default=10_000, help="memory: documents per write")
     parser.add_argument("--ef", type=int, nargs="+", default=[16, 64, 128], help="hnsw: efSearch values")
     parser.add_argument("--queries", type=int, default=100, help="hnsw: queries per round")
     parser.add_argument("--repeats", type=int, default=5)
@@ -538,10 +598,14 @@ def main() -> None:
     parser.add_argument("--memory-worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--spans", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-first-view", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-store", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     pools = pin(args.threads)
     if args.memory_worker:
-        print(json.dumps(memory_worker(args.memory_worker, args.spans, not args.no_first_view)))
+        worker = memory_worker(
+            args.memory_worker, args.spans, not args.no_first_view, not args.no_store, args.memory_batch
+        )
+        print(json.dumps(worker))
         return
     for part in args.parts:
         log(f"part {part}")

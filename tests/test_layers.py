@@ -31,6 +31,15 @@ FORBIDDEN = {
         "haystack_mvr.components",
         "haystack_mvr.cli",
     },
+    # backend-neutral: a store passes its index's reader and writer in as callbacks
+    "document_stores/versioned_folder": {
+        "faiss",
+        "qdrant_client",
+        "torch",
+        "haystack_mvr.document_stores.faiss",
+        "haystack_mvr.document_stores.qdrant",
+        "haystack_mvr.modeling",
+    },
     "training": {"haystack", "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
     "evaluation": {"haystack_mvr.training", "haystack_mvr.cli"},
     "components": {"haystack_mvr.training", "haystack_mvr.cli"},

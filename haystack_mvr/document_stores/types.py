@@ -47,7 +47,8 @@ class MultiViewDocumentStore(DocumentStore, Protocol):
         return_embedding: bool = False,
     ) -> list[Document]:
         """
-        The ``top_k`` documents whose best view scores highest against ``query_embedding`` ``(d,)``.
+        The ``top_k`` documents whose best view scores highest against ``query_embedding`` ``(d,)`` (a list of
+        floats, or a float32 array as the retriever passes a packed query).
 
         :param filters: Haystack metadata filters; only matching documents are ranked.
         :param return_embedding: Also return each document's views in ``meta["mvr_views"]`` and ``embedding``.

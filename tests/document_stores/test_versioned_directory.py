@@ -177,7 +177,8 @@ def test_a_flipped_byte_in_any_file_is_detected(tmp_path, name):
 
 
 def test_a_version_saved_with_crc32_checksums_still_loads(tmp_path):
-    """Versions saved before XXH3 (a CRC-32 per block) load the same, and damage in them is still refused."""
+    """Versions saved before XXH3 (manifest format 1: a CRC-32 per block) load the same, and damage in them is still
+    refused."""
     from haystack_mvr.document_stores.versioned_folder import manifest as manifest_format
 
     version = _save(tmp_path)
@@ -190,7 +191,8 @@ def test_a_version_saved_with_crc32_checksums_still_loads(tmp_path):
         data, block = (tmp_path / version / name).read_bytes(), entry["block_bytes"]
         crcs = [f"{zlib.crc32(data[i : i + block]):08x}" for i in range(0, len(data), block)]
         files[name] = {"bytes": len(data), "block_bytes": block, "crc32": crcs}
-    body = {**{k: saved[k] for k in ("format", "format_version", "meta")}, "checksum": "crc32", "files": files}
+    assert saved["format_version"] == 2
+    body = {"format": saved["format"], "format_version": 1, "checksum": "crc32", "files": files, "meta": saved["meta"]}
     crc = f"{zlib.crc32(manifest_format._canonical(body)):08x}"
     manifest.write_text(json.dumps({**body, "manifest_crc32": crc}, indent=1))
     loaded = _load(tmp_path)

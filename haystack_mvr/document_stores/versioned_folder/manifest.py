@@ -2,8 +2,9 @@
 and the manifest's own CRC-32 (over its canonical JSON), so any damage to it is refused, never a different load.
 
 Files are checksummed with XXH3-64 (``xxhash``: about 27 GB/s on one core here, 6.5x zlib's CRC-32, so verifying a
-file costs a few percent of FAISS reading it). Manifests written with CRC-32 blocks (haystack-mvr before XXH3) are
-still read. Both guard against damage, not against tampering.
+file costs a few percent of FAISS reading it): format version 2. Format 1 (CRC-32 blocks, haystack-mvr before XXH3)
+is still read; a haystack-mvr that reads only format 1 refuses format 2 asking for an upgrade. Both checksums guard
+against damage, not against tampering.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from haystack.document_stores.errors import DocumentStoreError
 from haystack_mvr.document_stores.versioned_folder.locking import fail
 
 FORMAT = "haystack-mvr.versioned-directory"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
+FORMAT_VERSION = 2  # of new saves
 CHECKSUM = "xxh3_64"  # of new saves
+_CHECKSUM_OF_VERSION = {1: "crc32", 2: "xxh3_64"}  # the format versions read
+MANIFEST = "manifest.json"
 BLOCK_DIGESTS: dict[str, Callable[[Any], str]] = {
     "xxh3_64": xxhash.xxh3_64_hexdigest,
     "crc32": lambda block: f"{zlib.crc32(block):08x}",
@@ -90,7 +92,8 @@ def parse_manifest(data: bytes, where: Path) -> dict[str, Any]:
             f"(load it with that version and save it again){fix}."
         )
         raise UnsupportedFormatError(msg)
-    if manifest.get("format_version") != FORMAT_VERSION:
+    version = manifest.get("format_version")
+    if type(version) is not int or version not in _CHECKSUM_OF_VERSION:
         msg = (
             f"{where} has another manifest format version than the one this haystack-mvr reads ({FORMAT_VERSION}), "
             f"or is damaged: upgrade haystack-mvr, or save the store again."
@@ -108,7 +111,9 @@ def parse_manifest(data: bytes, where: Path) -> dict[str, Any]:
         msg = f"{damaged}: it does not match its own checksum{fix}."
         raise fail(msg)
     files, meta, checksum = manifest["files"], manifest["meta"], manifest["checksum"]
-    if checksum not in BLOCK_DIGESTS or not isinstance(files, dict) or not isinstance(meta, dict):
+    if checksum != _CHECKSUM_OF_VERSION[manifest["format_version"]] or not (
+        isinstance(files, dict) and isinstance(meta, dict)
+    ):
         msg = f"{damaged}: its fields are not the expected ones{fix}."
         raise fail(msg)
     for name, entry in files.items():
