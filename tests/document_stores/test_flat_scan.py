@@ -8,7 +8,7 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss.flat_scan import _COARSE_ROWS, DocumentScan
+from haystack_mvr.document_stores.faiss.flat_scan import _COARSE_AFTER, _COARSE_ROWS, DocumentScan
 from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
 from haystack_mvr.views import VIEWS_KEY
 
@@ -70,12 +70,13 @@ def test_a_store_past_the_first_pass_threshold_answers_as_brute_force():
     store.write_documents([Document(id=f"d{i}", content=f"doc {i}", meta={VIEWS_KEY: v}) for i, v in enumerate(views)])
     assert store._views.ntotal >= _COARSE_ROWS
     rng = np.random.default_rng(2)
-    for query in rng.standard_normal((15, 32)).astype(np.float32):
+    for query in rng.standard_normal((_COARSE_AFTER + 15, 32)).astype(np.float32):  # full scans, then two-pass
         expected = brute_force(views, query)
         top = np.argsort(-expected, kind="stable")[:10]
         found = store.search(query, top_k=10)
         assert [d.id for d in found] == [f"d{i}" for i in top]
         assert np.allclose([d.score for d in found], expected[top], atol=1e-5)
+    assert store._views._document_scan()._coarse is not None  # the last queries took the float16 first pass
     store.delete_documents([f"d{i}" for i in range(0, 1200, 2)])  # removal keeps each document's rows together
     for query in rng.standard_normal((5, 32)).astype(np.float32):
         expected = np.full(len(views), -np.inf, dtype=np.float32)

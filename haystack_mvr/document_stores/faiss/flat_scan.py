@@ -9,6 +9,7 @@ from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_labels import keys_of
 
 _COARSE_ROWS = 4096  # from this many rows a single query's first pass reads a float16 copy (half the bytes)
+_COARSE_AFTER = 32  # single queries on the same rows before their float16 copy is made (3 ms per 1,000 rows)
 _COARSE_CHUNK = 65536  # rows converted to float16 at once (bounds the temporary float32 decode)
 _ROUNDING = 1e-4  # float32 rounding of a product of d terms, relative to |q| |x|: far above the 2e-5 of d=384
 _FIRST_BLOCK_ROWS = 4096  # rows whose best k set the first thresholds of a batched Flat search
@@ -71,9 +72,12 @@ class DocumentScan:
 
     The query is scored by FAISS's SIMD kernel (``fvec_inner_products_ny``: twice numpy's sgemv per row here) and
     the rows of each document, contiguous in a Flat index (rows are added a document at a time and removal keeps
-    the order), are reduced to their maximum by ``np.maximum.reduceat``. Valid while the index is unchanged (its
-    owner makes a new one after every change). A batch stays on :func:`flat_top_k`: a reduction of every score of
-    a ``(rows, queries)`` block cost as much as its sgemm.
+    the order), are reduced to their maximum by ``np.maximum.reduceat``. The scan waits on memory more than on
+    arithmetic, so once the same rows (at least ``_COARSE_ROWS``) have answered ``_COARSE_AFTER`` queries, a float16
+    copy (half the bytes, kept beside the rows: half their memory again) is searched first and its documents are
+    re-scored exactly (:meth:`_two_pass`), which returns what the full scan returns. Valid while the index is
+    unchanged (its owner makes a new one after every change). A batch stays on :func:`flat_top_k`: a reduction of
+    every score of a ``(rows, queries)`` block cost as much as its sgemm.
 
     :param rows: The index's ``(n, d)`` float32 rows (a zero-copy view is fine).
     :param labels: Their labels (``(key << VIEW_BITS) | view``).
@@ -89,7 +93,8 @@ class DocumentScan:
         self.starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         self.keys = keys[self.starts]
         self.rows = rows
-        self._coarse: faiss.IndexScalarQuantizer | None = None  # the float16 copy, made at the first top()
+        self._coarse: faiss.IndexScalarQuantizer | None = None  # the float16 copy, made by _two_pass
+        self._searches = 0  # top() calls: the float16 copy pays off only for rows searched many times
         self._error = 0.0  # bound on |<q, x> - <q, x16>| / |q| over every row: float16 error plus float32 rounding
         self._position: dict[int, int] | None = None  # key -> its place in keys, made at the first rows_of
 
@@ -135,7 +140,9 @@ class DocumentScan:
 
     def top(self, query: np.ndarray, want: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
         """The best ``want`` document keys for ``query`` (among ``allowed_keys``, all of them with rows), best first."""
-        found = None if allowed_keys is not None else self._two_pass(query, min(want, len(self.keys)))
+        self._searches += 1
+        two_pass = allowed_keys is None and self._searches > _COARSE_AFTER  # a store written between queries
+        found = self._two_pass(query, min(want, len(self.keys))) if two_pass else None  # never pays for the copy
         if found is not None:
             return found
         best = self.best(query)
