@@ -22,10 +22,11 @@ rotating order, several rounds:
   FAISS Flat instead of numpy.
 
 The headline is, per round, the multi-view pipeline's mean latency over the single vector's, then the median and
-range of that ratio over the rounds. R@1 / R@10 of the timed outputs are recorded as a check that both systems
-retrieve what they should. The encoded multi-view corpus is cached under ``--store-dir`` (``quality.py``'s
-resumable store, shared with ``quality.py --store-dir``). Writes ``benchmarks/results/query_path.<tier>.json`` and
-``.md``, naming every parameter.
+range of that ratio over the rounds, beside the same ratio of CPU time (``time.process_time`` per call: what other
+jobs on a shared core inflate least) and the load average of every round. R@1 / R@10 of the timed outputs are
+recorded as a check that both systems retrieve what they should. The encoded multi-view corpus is cached under
+``--store-dir`` (``quality.py``'s resumable store, shared with ``quality.py --store-dir``). Writes
+``benchmarks/results/query_path.<tier>.json`` and ``.md``, naming every parameter.
 """
 
 from __future__ import annotations
@@ -84,15 +85,17 @@ def interleaved_round(systems: dict[str, Callable[[int], Any]], questions: range
     """Every system on every question, the order rotating per question; seconds and outputs by system."""
     names = list(systems)
     seconds: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     outputs: dict[str, list[Any]] = {n: [] for n in names}
     for i in questions:
         for j in range(len(names)):
             name = names[(first + i + j) % len(names)]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             out = systems[name](i)
+            cpu[name].append(time.process_time() - start_cpu)
             seconds[name].append(time.perf_counter() - start)
             outputs[name].append(out)
-    return {"seconds": seconds, "outputs": outputs}
+    return {"seconds": seconds, "cpu": cpu, "outputs": outputs, "load": os.getloadavg()[0]}
 
 
 def recall(ranked: list[list[str]], gold: list[set[str]], k: int) -> float:
@@ -148,6 +151,7 @@ def main() -> None:
     flat = faiss.IndexFlatIP(matrix.shape[1])
     flat.add(matrix)
     mv_out = [embedder.run(t) for t in texts]
+    query_rows = [np.asarray(o["embedding"], dtype=np.float32) for o in mv_out]  # what the retriever passes
     k = args.top_k
 
     def single_vector(i: int) -> list[str]:
@@ -168,7 +172,7 @@ def main() -> None:
             st_vectors[i : i + 1], k
         ),
         "stage: store.search (FAISS Flat, views -> documents, annotate_match)": lambda i: store.search(
-            mv_out[i]["embedding"], top_k=k
+            query_rows[i], top_k=k
         ),
         "stage: MultiViewRetriever.run, no Pipeline (packed query + encoder check)": lambda i: retriever.run(
             packed_query_embedding=mv_out[i]["packed_embedding"], encoder=mv_out[i]["encoder"]
@@ -187,7 +191,8 @@ def main() -> None:
             rounds.append(interleaved_round(systems, timed, r))
             print(
                 f"round {r + 1}/{args.rounds}: {HEADLINE} / {SINGLE} = "
-                f"{sum(rounds[-1]['seconds'][HEADLINE]) / sum(rounds[-1]['seconds'][SINGLE]):.3f} "
+                f"{sum(rounds[-1]['seconds'][HEADLINE]) / sum(rounds[-1]['seconds'][SINGLE]):.3f} wall, "
+                f"{sum(rounds[-1]['cpu'][HEADLINE]) / sum(rounds[-1]['cpu'][SINGLE]):.3f} CPU "
                 f"({time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
@@ -195,6 +200,9 @@ def main() -> None:
 
     def ratios(name: str) -> list[float]:
         return [sum(r["seconds"][name]) / sum(r["seconds"][SINGLE]) for r in rounds]
+
+    def cpu_ratios(name: str) -> list[float]:  # CPU time: what another job on the core does not inflate
+        return [sum(r["cpu"][name]) / sum(r["cpu"][SINGLE]) for r in rounds]
 
     def median_ratios(name: str) -> list[float]:  # less swayed by the moments another job took the core
         return [statistics.median(r["seconds"][name]) / statistics.median(r["seconds"][SINGLE]) for r in rounds]
@@ -245,11 +253,19 @@ def main() -> None:
             HEADLINE: {**spread(ratios(HEADLINE)), "per_round": ratios(HEADLINE)},
             LIST_SOCKET: {**spread(ratios(LIST_SOCKET)), "per_round": ratios(LIST_SOCKET)},
         },
+        "ratio_of_cpu_time_vs_single_vector": {
+            HEADLINE: {**spread(cpu_ratios(HEADLINE)), "per_round": cpu_ratios(HEADLINE)},
+            LIST_SOCKET: {**spread(cpu_ratios(LIST_SOCKET)), "per_round": cpu_ratios(LIST_SOCKET)},
+        },
+        "load_average_by_round": [r["load"] for r in rounds],
         "ratio_of_median_latency_vs_single_vector": {
             HEADLINE: {**spread(median_ratios(HEADLINE)), "per_round": median_ratios(HEADLINE)},
             LIST_SOCKET: {**spread(median_ratios(LIST_SOCKET)), "per_round": median_ratios(LIST_SOCKET)},
         },
         "latency": {name: latency(name) for name in systems},
+        "cpu_ms_per_question": {
+            name: spread([1e3 * statistics.fmean(r["cpu"][name]) for r in rounds]) for name in systems
+        },
         "seconds_per_question_by_round": {name: [r["seconds"][name] for r in rounds] for name in systems},
         "quality_of_timed_outputs_round_1": quality,
         "packed_and_list_sockets_return_the_same_ranking": same,
@@ -274,12 +290,20 @@ def markdown(p: dict[str, Any]) -> str:
         f"round, {par['rounds']} rounds after {par['warmup_questions']} warm-up questions, top-{par['top_k']}, "
         f"{par['threads']} thread (torch, FAISS, BLAS), {par['model']}, FAISS `{par['index_factory']}`; "
         f"{par['order']}. {p['machine']}, load average {p['load_average_before'][0]:.1f} before and "
-        f"{p['load_average_after'][0]:.1f} after (other jobs shared the 2 cores), {p['date']}.",
+        f"{p['load_average_after'][0]:.1f} after, "
+        f"{', '.join(f'{x:.1f}' for x in p['load_average_by_round'])} by round, {p['date']}.",
         "",
         "| ratio of mean latency to the single vector (per round) | median | min | max |",
         "|---|---:|---:|---:|",
     ]
     for name, r in head.items():
+        lines.append(f"| {name} | **{r['median']:.3f}x** | {r['min']:.3f}x | {r['max']:.3f}x |")
+    lines += [
+        "",
+        "| ratio of CPU time to the single vector (per round; `time.process_time`) | median | min | max |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, r in p["ratio_of_cpu_time_vs_single_vector"].items():
         lines.append(f"| {name} | **{r['median']:.3f}x** | {r['min']:.3f}x | {r['max']:.3f}x |")
     lines += [
         "",
@@ -290,13 +314,14 @@ def markdown(p: dict[str, Any]) -> str:
         lines.append(f"| {name} | {r['median']:.3f}x | {r['min']:.3f}x | {r['max']:.3f}x |")
     lines += [
         "",
-        "| system or stage | mean ms (median of rounds) | range over rounds | p50 ms | p95 ms |",
-        "|---|---:|---:|---:|---:|",
+        "| system or stage | mean ms (median of rounds) | range over rounds | p50 ms | p95 ms | CPU ms |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, t in p["latency"].items():
         m = t["mean_ms"]
         lines.append(
-            f"| {name} | {m['median']:.2f} | {m['min']:.2f}-{m['max']:.2f} | {t['p50_ms']:.2f} | {t['p95_ms']:.2f} |"
+            f"| {name} | {m['median']:.2f} | {m['min']:.2f}-{m['max']:.2f} | {t['p50_ms']:.2f} | {t['p95_ms']:.2f} "
+            f"| {p['cpu_ms_per_question'][name]['median']:.2f} |"
         )
     q = p["quality_of_timed_outputs_round_1"]
     at_k = f"R@{par['top_k']}"

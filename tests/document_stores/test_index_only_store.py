@@ -137,7 +137,7 @@ def test_search_batch_is_one_faiss_call(monkeypatch):
 
 
 def test_faiss_threads_are_set_for_searches_and_restored(monkeypatch):
-    store = FaissMultiViewDocumentStore()
+    store = FaissMultiViewDocumentStore(index_factory="HNSW32")  # Flat scans one query without index.search
     store.write_documents(docs(unit_views(50, seed=10)))
     seen = []
     index = store._views.faiss_index

@@ -1,9 +1,17 @@
-"""Exact top-k of a batch of queries over a flat matrix of rows: one sgemm per block, thresholds per query."""
+"""Exact scans of a Flat index's rows: each document's best view for every query (:class:`DocumentScan`), and the
+exact top-k rows of a batch of queries (:func:`flat_top_k`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from haystack_mvr.document_stores.faiss.faiss_import import faiss
+from haystack_mvr.document_stores.faiss.view_labels import keys_of
+
+_COARSE_ROWS = 4096  # from this many rows a single query's first pass reads a float16 copy (half the bytes)
+_COARSE_AFTER = 32  # single queries on the same rows before their float16 copy is made (3 ms per 1,000 rows)
+_COARSE_CHUNK = 65536  # rows converted to float16 at once (bounds the temporary float32 decode)
+_ROUNDING = 1e-4  # float32 rounding of a product of d terms, relative to |q| |x|: far above the 2e-5 of d=384
 _FIRST_BLOCK_ROWS = 4096  # rows whose best k set the first thresholds of a batched Flat search
 _BLOCK_SCORES = 1 << 20  # scores per block of a batched Flat search (4 MiB: 16,384 rows for 64 queries)
 
@@ -54,3 +62,133 @@ def flat_top_k(queries: np.ndarray, k: int, rows: np.ndarray, labels: np.ndarray
         threshold = best_scores.min(axis=1)
     order = np.argsort(-best_scores, axis=1, kind="stable")
     return labels[np.take_along_axis(best_rows, order, 1)]
+
+
+class DocumentScan:
+    """
+    Every document's best view for one query, exactly, in one pass over a Flat index's rows: no top-k of rows to
+    collapse, so no search to widen when a document's views crowd the best rows (they do: a document's views
+    resemble each other, and each widening was another pass over every row).
+
+    The query is scored by FAISS's SIMD kernel (``fvec_inner_products_ny``: twice numpy's sgemv per row here) and
+    the rows of each document, contiguous in a Flat index (rows are added a document at a time and removal keeps
+    the order), are reduced to their maximum by ``np.maximum.reduceat``. The scan waits on memory more than on
+    arithmetic, so once the same rows (at least ``_COARSE_ROWS``) have answered ``_COARSE_AFTER`` queries, a float16
+    copy (half the bytes, kept beside the rows: half their memory again) is searched first and its documents are
+    re-scored exactly (:meth:`_two_pass`), which returns what the full scan returns. Valid while the index is
+    unchanged (its owner makes a new one after every change). A batch stays on :func:`flat_top_k`: a reduction of
+    every score of a ``(rows, queries)`` block cost as much as its sgemm.
+
+    :param rows: The index's ``(n, d)`` float32 rows (a zero-copy view is fine).
+    :param labels: Their labels (``(key << VIEW_BITS) | view``).
+    :param documents: How many documents the rows belong to.
+    """
+
+    def __init__(self, rows: np.ndarray, labels: np.ndarray, documents: int) -> None:
+        keys = keys_of(labels)
+        self.order: np.ndarray | None = None  # rows in document order, where they are not already
+        if len(keys) and int(np.count_nonzero(keys[1:] != keys[:-1])) + 1 != documents:
+            self.order = np.argsort(keys, kind="stable")
+            keys = keys[self.order]
+        self.starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        self.keys = keys[self.starts]
+        self.rows = rows
+        self._coarse: faiss.IndexScalarQuantizer | None = None  # the float16 copy, made by _two_pass
+        self._searches = 0  # top() calls: the float16 copy pays off only for rows searched many times
+        self._error = 0.0  # bound on |<q, x> - <q, x16>| / |q| over every row: float16 error plus float32 rounding
+        self._position: dict[int, int] | None = None  # key -> its place in keys, made at the first rows_of
+
+    def rows_of(self, keys: np.ndarray) -> np.ndarray | None:
+        """Every row of ``keys``, grouped by key in the given order, copied from the scanned matrix (FAISS's
+        ``reconstruct_batch`` looks each label up and copies one row at a time); ``None`` if not in order."""
+        if self.order is not None:
+            return None
+        if self._position is None:
+            self._position = dict(zip(self.keys.tolist(), range(len(self.keys)), strict=True))
+        at = [self._position[k] for k in keys.tolist()]
+        ends = np.r_[self.starts, len(self.rows)]
+        return np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in at])
+
+    def best(self, query: np.ndarray) -> np.ndarray:
+        """Each document's best inner product with ``query`` ``(d,)``, documents in :attr:`keys` order."""
+        rows = self.rows
+        scores = np.empty(len(rows), dtype=np.float32)
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        ptr = faiss.swig_ptr
+        faiss.fvec_inner_products_ny(ptr(scores), ptr(query), ptr(rows), rows.shape[1], len(rows))
+        if self.order is not None:
+            scores = scores[self.order]
+        return np.maximum.reduceat(scores, self.starts)
+
+    def _float16_copy(self) -> faiss.IndexScalarQuantizer | None:
+        """The rows in float16 (FAISS's ``QT_fp16`` scalar quantizer) and the bound :attr:`_error`, made once."""
+        rows = self.rows
+        if self._coarse is None and self.order is None and len(rows) >= _COARSE_ROWS:
+            coarse = faiss.IndexScalarQuantizer(
+                rows.shape[1], faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
+            )
+            for lo in range(0, len(rows), _COARSE_CHUNK):
+                chunk = rows[lo : lo + _COARSE_CHUNK]
+                codes = coarse.sa_encode(chunk)
+                error = np.linalg.norm(coarse.sa_decode(codes) - chunk, axis=1).max()
+                rounding = _ROUNDING * np.linalg.norm(chunk, axis=1).max()
+                self._error = max(self._error, float(error + rounding))
+                coarse.add_sa_codes(codes)
+            self._document_of = np.repeat(np.arange(len(self.starts)), np.diff(np.r_[self.starts, len(rows)]))
+            self._coarse = coarse
+        return self._coarse
+
+    def top(self, query: np.ndarray, want: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
+        """The best ``want`` document keys for ``query`` (among ``allowed_keys``, all of them with rows), best first."""
+        self._searches += 1
+        two_pass = allowed_keys is None and self._searches > _COARSE_AFTER  # a store written between queries
+        found = self._two_pass(query, min(want, len(self.keys))) if two_pass else None  # never pays for the copy
+        if found is not None:
+            return found
+        best = self.best(query)
+        if allowed_keys is not None:
+            best[~np.isin(self.keys, allowed_keys)] = -np.inf
+            want = min(want, len(allowed_keys))
+        want = min(want, len(best))
+        top = np.argpartition(-best, want - 1)[:want] if want < len(best) else np.arange(len(best))
+        return self.keys[top[np.argsort(-best[top], kind="stable")]]
+
+    def _two_pass(self, query: np.ndarray, want: int) -> np.ndarray | None:
+        """:meth:`top` with the same keys, reading half the bytes: the best rows of the float16 copy, then their
+        documents scored exactly; ``None`` below ``_COARSE_ROWS`` rows, or where the bound cannot prove that no
+        other document scores higher.
+
+        A float16 score is within ``eps = |q| * error`` of the exact one. The first pass takes the ``2 x want x
+        rows per document`` best float16 rows (the ``depth``-th scores ``m``): a document without a row among them
+        scores at most ``m + eps``. Found documents whose bound (their best float16 row, or ``m``, plus ``eps``)
+        reaches the ``want``-th best lower bound are scored over every row; the answer stands when its ``want``-th
+        exact score is at least ``m + eps``.
+        """
+        coarse = self._float16_copy()
+        if coarse is None:
+            return None
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        n = len(self.rows)
+        depth = min(n, max(16, 2 * want * -(-n // len(self.keys))))
+        approx, found = coarse.search(query[None], depth)
+        approx, found = approx[0], found[0]
+        eps = float(np.linalg.norm(query)) * self._error
+        floor = float(approx[-1]) if depth < n else -np.inf
+        documents, inverse = np.unique(self._document_of[found], return_inverse=True)
+        if len(documents) < want:
+            return None
+        upper = np.full(len(documents), -np.inf, dtype=np.float32)
+        np.maximum.at(upper, inverse, approx)
+        lower = upper - eps
+        threshold = np.partition(lower, len(lower) - want)[len(lower) - want]
+        candidates = documents[np.maximum(upper, floor) + eps >= threshold]
+        ends = np.r_[self.starts, n]
+        rows = np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in candidates.tolist()])
+        scores = np.empty(len(rows), dtype=np.float32)
+        ptr = faiss.swig_ptr
+        faiss.fvec_inner_products_ny(ptr(scores), ptr(query), ptr(rows), rows.shape[1], len(rows))
+        exact = np.maximum.reduceat(scores, np.r_[0, np.cumsum(ends[candidates + 1] - ends[candidates])[:-1]])
+        order = np.argsort(-exact, kind="stable")[:want]
+        if exact[order[-1]] < floor + eps:
+            return None
+        return self.keys[candidates[order]]

@@ -157,6 +157,19 @@ def flat_rows(index: faiss.Index | None, dim: int) -> tuple[np.ndarray, np.ndarr
     return rows, faiss.rev_swig_ptr(index.id_map.data(), n)
 
 
+def stored_rows(index: faiss.Index | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`flat_rows`, and likewise the flat storage of an IndexIDMap2 over IndexHNSWFlat; else ``None``."""
+    if isinstance(index, faiss.IndexIDMap):
+        inner = faiss.downcast_index(index.index)
+        if isinstance(inner, faiss.IndexHNSW):
+            storage = faiss.downcast_index(inner.storage)
+            if isinstance(storage, faiss.IndexFlat) and storage.ntotal:
+                n = int(storage.ntotal)
+                rows = faiss.rev_swig_ptr(storage.get_xb(), n * dim).reshape(n, dim)
+                return rows, faiss.rev_swig_ptr(index.id_map.data(), n)
+    return flat_rows(index, dim)
+
+
 def reconstruct(index: faiss.Index, labels: np.ndarray, dim: int) -> np.ndarray:
     """The ``(len(labels), dim)`` rows of these labels, as the index decodes them."""
     if len(labels) == 0:

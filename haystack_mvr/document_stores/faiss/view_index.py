@@ -14,6 +14,7 @@ from haystack_mvr.document_stores.faiss import gpu_index, view_search
 from haystack_mvr.document_stores.faiss.chunked_add import add_labelled_rows, add_views
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.faiss_threads import default_threads, omp_threads
+from haystack_mvr.document_stores.faiss.flat_scan import DocumentScan
 from haystack_mvr.document_stores.faiss.index_family import (
     COMPACT_FRACTION,
     IndexFamily,
@@ -21,6 +22,7 @@ from haystack_mvr.document_stores.faiss.index_family import (
     has_stable_ids,
     index_labels,
     reconstruct,
+    stored_rows,
     use_hashtable_ids,
 )
 from haystack_mvr.document_stores.faiss.row_book import DocumentRows, owned_rows
@@ -85,6 +87,7 @@ class ViewIndex:
         self._generation = 0  # counts changes to the rows: a GPU copy older than the last one is made again
         self._book = DocumentRows()
         self._index: faiss.Index | None = None
+        self._scan: tuple[int, DocumentScan | None] | None = None  # (generation, scan) of the rows
         self.reset()
 
     # ------------------------------------------------------------------------------------------- state
@@ -209,7 +212,9 @@ class ViewIndex:
         held = self._read_from()
         if held is not None:
             return labels, np.concatenate([held[int(k)] for k in keys])
-        return labels, reconstruct(self._index, labels, self.dim)
+        scan = self._document_scan()
+        rows = scan.rows_of(keys) if scan is not None else None
+        return labels, rows if rows is not None else reconstruct(self._index, labels, self.dim)
 
     # ------------------------------------------------------------------------------------------ search
     def search(
@@ -242,11 +247,24 @@ class ViewIndex:
                 rows = sum(counts[int(k)] for k in allowed_keys)
                 if rows <= max(self.exact_rows, self._book.rows // 100):
                     return self._exact_search(queries, want, allowed_keys)
+            scan = self._document_scan() if len(queries) == 1 and not self._family.hnsw else None
+            if scan is not None:  # Flat on the CPU: every document's best view, exactly, in one pass
+                return [scan.top(queries[0], want, allowed_keys)]
             return self._index_search(queries, want, allowed_keys, min(enough or want, want))
 
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``."""
         return view_search.best_scores(query, keys, self._book.counts, self._read_from(), self.rows_of)
+
+    def _document_scan(self) -> DocumentScan | None:
+        """The one-pass scan of a Flat index searched on the CPU (of an HNSW graph's flat storage: only to read rows
+        from), made again after each change; else ``None``."""
+        if self._gpu is not None:
+            return None
+        if self._scan is None or self._scan[0] != self._generation:
+            flat = stored_rows(self._index, self.dim)
+            self._scan = (self._generation, None if flat is None else DocumentScan(*flat, self.document_count))
+        return self._scan[1]
 
     def _exact_search(self, queries: np.ndarray, want: int, keys: np.ndarray) -> list[np.ndarray]:
         return view_search.exact_search(queries, want, keys, self._book.counts, self.rows_of)
