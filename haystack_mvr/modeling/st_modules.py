@@ -125,11 +125,13 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     """
     A sentence-transformers ``Transformer`` that reads documents of any length in windows (late chunking).
 
-    A document is tokenized whole (never truncated) and cut into sentence-aligned windows of the backbone's length,
-    each with ``window_overlap`` tokens of its neighbours' text as context on both sides
+    A document is tokenized whole (never truncated) and cut into the fewest windows of the backbone's length that
+    hold it, home ranges of about equal size ending at nearby sentence starts, each window reading
+    ``window_overlap`` tokens of its neighbours' text as context on both sides
     (:func:`haystack_mvr.modeling.windows.plan_windows`); a document that fits is one window, exactly as
     ``Transformer`` reads it. Every window of a batch goes through the same batched forward passes, at most
-    ``max(documents in the batch, 32)`` windows a pass. Besides the backbone inputs (one row per window) it writes:
+    ``max(documents in the batch, 32)`` windows a pass (:meth:`window_passes`; ``MultiVectorEncoderAdapter`` streams
+    them instead, pooling each pass as it comes). Besides the backbone inputs (one row per window) it writes:
 
     - ``mvr_windows`` ``(W, 6)`` long: per window row ``(first, start, end, home_start, home_end, prefix)``:
       ``first`` is 1 on a document's first window (a document's windows are consecutive rows), the window reads
