@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from haystack_mvr.cli.errors import CommandError
+
 
 def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("eval", help="Evaluate retrieval of a model on a corpus and questions.")
@@ -91,7 +93,6 @@ def check_inputs(args: argparse.Namespace) -> None:
     optional dependencies the metrics need, and the model (a missing folder, or a hub id offline and not cached)."""
     import importlib.util
 
-    from haystack_mvr.cli.main import CommandError
     from haystack_mvr.modeling.loading import resolve_model
 
     for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
@@ -130,8 +131,6 @@ def run_eval(args: argparse.Namespace) -> int:
         questions = split_by_article(questions)[1]
     questions = questions[: args.limit]
     if not questions:
-        from haystack_mvr.cli.main import CommandError
-
         msg = f"no questions to evaluate in {args.questions}" + (" after --dev-split" if args.dev_split else "")
         raise CommandError(msg)
     store, embedded = _index(args)

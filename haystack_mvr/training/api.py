@@ -1,40 +1,21 @@
-"""``haystack-mvr train`` / ``mine-negatives``: the examples with their negative pools, then sentence-transformers."""
+"""``haystack-mvr mine-negatives``, and ``train``: :func:`~haystack_mvr.training.st_training.train_st` under its
+public name (``from haystack_mvr.training import train``)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import torch
 
 from haystack_mvr.modeling.loading import LoadOptions
 from haystack_mvr.modeling.st_encoder import open_encoder
-from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
+from haystack_mvr.training.arguments import MiningArguments
 from haystack_mvr.training.data import load_training_data
 from haystack_mvr.training.examples import text_of_passage
 from haystack_mvr.training.negatives import mine_negatives, write_negatives
-from haystack_mvr.training.st_training import train_st
+from haystack_mvr.training.st_training import train_st as train
 
-logger = logging.getLogger(__name__)
-
-
-def train(args: TrainingArguments) -> Path:
-    """
-    Train a multi-view encoder (MVR, CAMVR or snippet mode) through sentence-transformers'
-    ``MultiVectorEncoderTrainer`` and save it to ``args.output_dir``
-    (:func:`~haystack_mvr.training.st_training.train_st`); the result is a ``MultiVectorEncoder`` folder that the
-    Haystack embedders load with ``model=<output_dir>``.
-
-    ```python
-    from haystack_mvr.training import TrainingArguments, train
-
-    train(TrainingArguments(model="bert-base-uncased", mode="camvr", num_views=8,
-                            data_dir="../shared/data/squad-mv", output_dir="runs/camvr", epochs=40))
-    ```
-
-    Under ``torchrun`` every process calls this; transformers sets up and tears down the process group.
-    """
-    return train_st(args)
+__all__ = ["mine", "train"]
 
 
 def mine(args: MiningArguments) -> Path:

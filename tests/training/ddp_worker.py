@@ -3,12 +3,13 @@ One process of the MVR / CAMVR DDP test (``test_st_ddp.py``), run under ``torchr
 
 ``python ddp_worker.py BACKBONE OUT_DIR MODE [MODE ...]``: per mode, trains a viewer encoder a few steps through
 ``load_model`` / ``build_trainer`` (the path of ``train_st``) and writes, per rank, ``MODE/rank{r}.pt`` (its final
-weights) and ``MODE/rank{r}.json`` (what the tensor loss saw each step, the loss's gather flag, the log lines);
+weights) and ``MODE/rank{r}.json`` (what the loss's equation saw each step, the loss's gather flag, the log lines);
 rank 0 also saves the model folder ``MODE/model``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -66,7 +67,10 @@ def train(backbone: str, out: Path, mode: str) -> None:
     trainer = build_trainer(model, args, dataset, save_strategy="no")
     loss = trainer.loss
     seen: list[dict] = []
-    parts = loss.loss.parts
+    # the loss's module calls its equation (global_local_loss or answer_view_loss) by this module-level name
+    losses_module = importlib.import_module(type(loss).__module__)
+    equation_name = "answer_view_loss" if hasattr(losses_module, "answer_view_loss") else "global_local_loss"
+    parts = getattr(losses_module, equation_name)
 
     def recording_parts(query, doc_views, view_mask, positive_index, *rest):
         *answer_view, temperature, exclude = rest  # (answer_view,) for CAMVR's loss
@@ -85,7 +89,7 @@ def train(backbone: str, out: Path, mode: str) -> None:
         )
         return parts(query, doc_views, view_mask, positive_index, *rest)
 
-    loss.loss.parts = recording_parts
+    setattr(losses_module, equation_name, recording_parts)
     trainer.train()
     rank = trainer.args.process_index
     target = out / mode

@@ -9,10 +9,10 @@ from torch import nn
 
 from haystack_mvr.training import (
     AnnealedTemperatureCallback,
-    AnswerViewLoss,
-    GlobalLocalLoss,
     MultiViewAnswerViewLoss,
     MultiViewGlobalLocalLoss,
+    answer_view_loss,
+    global_local_loss,
 )
 
 # The fixed tensors of test_losses.py: d0, d1 (second view padding), d2, two views each.
@@ -105,7 +105,7 @@ def test_global_local_loss_counts_how_often_the_answer_view_wins():
 
 
 @pytest.mark.parametrize("with_local", [False, True])
-def test_equal_to_the_tensor_losses_on_the_flattened_batch(with_local):
+def test_equal_to_the_equations_on_the_flattened_batch(with_local):
     torch.manual_seed(0)
     queries, docs = torch.randn(3, 1, 4), torch.randn(3, 3, 5, 4)  # 3 queries; positive + 2 negatives, 5 views
     masks = torch.rand(3, 3, 5) > 0.3
@@ -117,12 +117,14 @@ def test_equal_to_the_tensor_losses_on_the_flattened_batch(with_local):
     positive = torch.arange(3)
     lambda_local = 0.1 if with_local else 0.0
     ours = MultiViewGlobalLocalLoss(VectorsAsModel(), lambda_local=lambda_local, temperature=0.4)(features)
-    tensor = GlobalLocalLoss(lambda_local=lambda_local)(queries[:, 0], flat_views, flat_mask, positive, 0.4)
-    assert sum(ours.values()).item() == pytest.approx(tensor.item(), rel=1e-6)
+    global_loss, local_loss, _ = global_local_loss(queries[:, 0], flat_views, flat_mask, positive, 0.4)
+    assert ours["global_loss"].item() == global_loss.item()  # the same floats, not just close ones
+    assert ours["local_loss"].item() == (lambda_local * local_loss).item()
     answer = torch.tensor([0, -1, 0])
     camvr = MultiViewAnswerViewLoss(VectorsAsModel(), lambda_local=lambda_local, temperature=0.4)(features, answer)
-    tensor = AnswerViewLoss(lambda_local=lambda_local)(queries[:, 0], flat_views, flat_mask, positive, answer, 0.4)
-    assert sum(camvr.values()).item() == pytest.approx(tensor.item(), rel=1e-6)
+    loss, local_loss, _ = answer_view_loss(queries[:, 0], flat_views, flat_mask, positive, answer, 0.4)
+    assert camvr["answer_view_loss"].item() == loss.item()
+    assert camvr["local_loss"].item() == (lambda_local * local_loss).item()
 
 
 def test_without_the_local_term_it_is_the_librarys_multi_vector_infonce():
@@ -203,7 +205,7 @@ def test_the_callback_anneals_tau_from_the_trainers_epoch():
 
 def test_gathered_documents_put_each_query_at_its_own_positive(monkeypatch):
     """Rank 1 of 2 under DDP: its queries' positives sit after rank 0's, and the loss is the one-process loss."""
-    import haystack_mvr.training.losses._st_common as common
+    import haystack_mvr.training.losses._multi_view_loss as common
 
     torch.manual_seed(3)
     queries, docs = torch.randn(4, 1, 4), torch.randn(4, 2, 3, 4)  # the global batch: rank 0 rows 0-1, rank 1 2-3
@@ -227,8 +229,8 @@ def test_gathered_documents_put_each_query_at_its_own_positive(monkeypatch):
     rank_one = sum(loss(features([2, 3])).values())
     flat_views, flat_mask = docs.transpose(0, 1).reshape(8, 3, 4), masks.transpose(0, 1).reshape(8, 3)
     # the mean over rank 1's two queries of the one-process per-query losses
-    per_query = [
-        GlobalLocalLoss(lambda_local=0.1)(queries[[b], 0], flat_views, flat_mask, torch.tensor([b]), 0.5)
-        for b in (2, 3)
-    ]
+    per_query = []
+    for b in (2, 3):
+        global_loss, local_loss, _ = global_local_loss(queries[[b], 0], flat_views, flat_mask, torch.tensor([b]), 0.5)
+        per_query.append(global_loss + 0.1 * local_loss)
     assert rank_one.item() == pytest.approx(sum(per_query).item() / 2, rel=1e-6)

@@ -1,19 +1,66 @@
-"""MVR's global-local loss (Eq. 5-7) as a sentence-transformers loss of a ``MultiVectorEncoder``."""
+"""MVR's global-local loss (Zhang et al. 2022, §3.3, Eq. 5-7): its equation and its sentence-transformers loss."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from haystack_mvr.training.losses._st_common import MultiViewLoss
-from haystack_mvr.training.losses.global_local_loss import GlobalLocalLoss
+from haystack_mvr.training.losses._multi_view_loss import (
+    MultiViewLoss,
+    check_inputs,
+    positive_view_scores,
+    scores_and_logits,
+)
+
+
+def global_local_loss(
+    query: Tensor,
+    doc_views: Tensor,
+    view_mask: Tensor,
+    positive_index: Tensor,
+    temperature: float = 1.0,
+    exclude: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""
+    The two terms of MVR Eq. 5, ``L = L_global + lambda_local * L_local``, averaged over the queries of a batch.
+
+    With ``f_i(q, d) = <E(q), E_i(d)>`` and ``f(q, d) = max_i f_i(q, d)`` (Eq. 4, padding views excluded):
+
+    - Eq. 6, global contrastive loss over the positive and every other document of the batch (in-batch and
+      hard negatives alike):
+      ``L_global = -log( e^{f(q,d+)/tau} / (e^{f(q,d+)/tau} + sum_l e^{f(q,d_l-)/tau}) )``
+    - Eq. 7, local uniformity loss over the positive's own views:
+      ``L_local = -log( e^{f(q,d+)/tau} / sum_i e^{f_i(q,d+)/tau} )``
+
+    ``tau`` is the annealed temperature of Eq. 8 (:func:`annealed_temperature`), shared by both terms. With one view
+    (``K = 1``) ``L_local`` is exactly 0 and ``L_global`` is DPR's in-batch negative log-likelihood (at ``tau = 1``).
+
+    :param query: ``(B, d)`` query vectors.
+    :param doc_views: ``(N, K, d)`` view vectors of every document of the batch (positives and negatives).
+    :param view_mask: ``(N, K)`` bool, ``False`` for padding views (they never change a score).
+    :param positive_index: ``(B,)`` long, the row of ``doc_views`` holding each query's positive.
+    :param temperature: ``tau`` of Eq. 8.
+    :param exclude: Optional ``(B, N)`` bool: documents left out of a query's denominator (e.g. a duplicate of its
+        positive gathered from another process). Never set it on a query's own positive.
+    :returns: ``(L_global, L_local, winning view)``: two scalars with their gradient, and ``(B,)`` long, the view of
+        each positive with the highest score ``argmax_i f_i(q, d+)``.
+    """
+    check_inputs(query, doc_views, view_mask, positive_index, temperature)
+    scores, logits = scores_and_logits(query, doc_views, view_mask, temperature, exclude)
+    global_loss = F.cross_entropy(logits, positive_index)
+    own = positive_view_scores(scores, view_mask, positive_index) / temperature  # (B, K)
+    best, winning_view = own.max(dim=-1)
+    local_loss = (torch.logsumexp(own, dim=-1) - best).mean()
+    return global_loss, local_loss, winning_view
 
 
 class MultiViewGlobalLocalLoss(MultiViewLoss):
     r"""
-    MVR Eq. 5: ``L_global + lambda_local * L_local`` (:class:`GlobalLocalLoss`) on a ``MultiVectorEncoder`` batch.
+    MVR Eq. 5: ``L_global + lambda_local * L_local`` (:func:`global_local_loss`) on a ``MultiVectorEncoder`` batch.
 
     Takes the model like sentence-transformers' losses and plugs into ``MultiVectorEncoderTrainer``. A batch is
     ``(query, positive, negative_1, ..., negative_n)`` text columns (the negatives optional): every document of the
@@ -59,7 +106,7 @@ class MultiViewGlobalLocalLoss(MultiViewLoss):
     ) -> None:
         super().__init__(
             model,
-            GlobalLocalLoss(lambda_local=lambda_local),
+            lambda_local=lambda_local,
             temperature=temperature,
             mini_batch_size=mini_batch_size,
             gather_across_devices=gather_across_devices,
@@ -74,7 +121,7 @@ class MultiViewGlobalLocalLoss(MultiViewLoss):
         :returns: ``{"global_loss": ..., "local_loss": ...}``, scalars whose sum is Eq. 5.
         """
         query, doc_views, view_mask, positive_index, exclude = self.embed(sentence_features)
-        global_loss, local_loss, winning_view = self.loss.parts(
+        global_loss, local_loss, winning_view = global_local_loss(
             query, doc_views, view_mask, positive_index, self.temperature, exclude
         )
         answer_view = None

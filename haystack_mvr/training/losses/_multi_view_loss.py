@@ -1,4 +1,5 @@
-"""A ``MultiVectorEncoder`` batch -> the tensors of the multi-view losses (private; sentence-transformers >= 6)."""
+"""What the multi-view losses share (private; sentence-transformers >= 6): a ``MultiVectorEncoder`` batch -> query
+vectors and document views, the view scores of their equations, the view statistics and the loss base class."""
 
 from __future__ import annotations
 
@@ -9,6 +10,45 @@ import torch
 from sentence_transformers.base.losses.merged_forward import embed_columns_padded
 from sentence_transformers.util import all_gather_padded, get_rank, stack_padded_token_embeddings
 from torch import Tensor, nn
+
+from haystack_mvr.modeling.scoring import max_over_views, view_scores
+
+
+def check_inputs(query: Tensor, doc_views: Tensor, view_mask: Tensor, positive_index: Tensor, temperature: float):
+    if query.dim() != 2 or doc_views.dim() != 3 or query.shape[1] != doc_views.shape[2]:
+        msg = f"Expected query (B, d) and doc_views (N, K, d); got {tuple(query.shape)} and {tuple(doc_views.shape)}."
+        raise ValueError(msg)
+    if view_mask.shape != doc_views.shape[:2]:
+        msg = f"view_mask must be (N, K) = {tuple(doc_views.shape[:2])}, got {tuple(view_mask.shape)}."
+        raise ValueError(msg)
+    if positive_index.shape != (query.shape[0],):
+        msg = f"positive_index must be (B,) = ({query.shape[0]},), got {tuple(positive_index.shape)}."
+        raise ValueError(msg)
+    if not temperature > 0:
+        msg = f"temperature must be positive, got {temperature}."
+        raise ValueError(msg)
+
+
+def scores_and_logits(
+    query: Tensor, doc_views: Tensor, view_mask: Tensor, temperature: float, exclude: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """
+    :returns: view scores ``(B, N, K)`` (float32) and aggregated logits ``max_i f_i(q, d) / tau`` ``(B, N)`` with
+        excluded pairs at ``-inf``.
+    """
+    scores = view_scores(query.float(), doc_views.float())
+    best, _ = max_over_views(scores, view_mask[None].bool())
+    logits = best / temperature
+    if exclude is not None:
+        logits = logits.masked_fill(exclude.bool(), float("-inf"))
+    return scores, logits
+
+
+def positive_view_scores(scores: Tensor, view_mask: Tensor, positive_index: Tensor) -> Tensor:
+    """The positive document's view scores ``f_i(q, d+)`` ``(B, K)``, padding views at ``-inf``."""
+    rows = torch.arange(scores.shape[0], device=scores.device)
+    own = scores[rows, positive_index]  # (B, K)
+    return own.masked_fill(~view_mask[positive_index].bool(), float("-inf"))
 
 
 def embed_views(
@@ -150,33 +190,32 @@ class ViewStats:
 
 class MultiViewLoss(nn.Module):
     """
-    What the sentence-transformers forms of the multi-view losses share: the model, the tensor loss they call
-    (``tensor_loss.lambda_local``), the annealed ``temperature`` attribute, the batch options and the view statistics.
+    What the multi-view sentence-transformers losses share: the model, ``lambda_local``, the annealed ``temperature``
+    attribute, the batch options and the view statistics.
     """
 
     def __init__(
         self,
         model: nn.Module,
-        tensor_loss: nn.Module,
         *,
+        lambda_local: float,
         temperature: float,
         mini_batch_size: int | None,
         gather_across_devices: bool,
     ) -> None:
         super().__init__()
+        if lambda_local < 0:
+            msg = f"lambda_local must be non-negative, got {lambda_local}."
+            raise ValueError(msg)
         if not temperature > 0:
             msg = f"temperature must be positive, got {temperature}."
             raise ValueError(msg)
         self.model = model
-        self.loss = tensor_loss
+        self.lambda_local = lambda_local
         self.temperature = temperature
         self.mini_batch_size = mini_batch_size
         self.gather_across_devices = gather_across_devices
         self.view_stats = ViewStats()
-
-    @property
-    def lambda_local(self) -> float:
-        return self.loss.lambda_local
 
     def embed(
         self, sentence_features: Iterable[dict[str, Any]]
