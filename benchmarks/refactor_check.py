@@ -41,7 +41,7 @@ PINNED = {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
 }
 
-WORKER = r'''
+WORKER = r"""
 import json, os, sys, tempfile, time
 import numpy as np
 import torch
@@ -93,7 +93,9 @@ rng = np.random.default_rng(0)
 n, k, d = args["synthetic_documents"], 8, 384
 vectors = rng.standard_normal((n, k, d), dtype=np.float32)
 vectors /= np.linalg.norm(vectors, axis=-1, keepdims=True)
-synthetic = [attach_views(Document(id=f"s{i}", content=f"document {i}", meta={"n": i % 10}), vectors[i]) for i in range(n)]
+synthetic = [
+    attach_views(Document(id=f"s{i}", content=f"document {i}", meta={"n": i % 10}), vectors[i]) for i in range(n)
+]
 queries = rng.standard_normal((args["searches"], d), dtype=np.float32)
 queries /= np.linalg.norm(queries, axis=-1, keepdims=True)
 query_lists = [q.tolist() for q in queries]
@@ -117,7 +119,7 @@ qretriever = MultiViewRetriever(document_store=qdrant, top_k=10)
 qretriever.run(query_embedding=query_lists[0])
 phase("qdrant_search", lambda: [qretriever.run(query_embedding=q) for q in query_lists[: args["qdrant_searches"]]])
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 MAKE_VIEWER = r"""
 import sys
@@ -169,7 +171,8 @@ def main() -> None:
     viewer = Path(tempfile.gettempdir()) / f"haystack-mvr-viewer-checkpoint-{args.before}"
     if not (viewer / "multi_view_config.json").is_file():
         run_in(before, MAKE_VIEWER, model, str(viewer))
-    questions = [json.loads(line)["question"] for line in open(args.data_dir / "train.jsonl", encoding="utf-8")]
+    with open(args.data_dir / "train.jsonl", encoding="utf-8") as lines:
+        questions = [json.loads(line)["question"] for line in lines]
     settings = {
         "corpus": str(args.data_dir / "corpus.jsonl"),
         "paragraphs": args.paragraphs,
@@ -195,7 +198,9 @@ def main() -> None:
     phases = list(runs["after"][0])
     ratios = {
         phase: {
-            clock: spread([a[phase][clock] / b[phase][clock] for a, b in zip(runs["after"], runs["before"], strict=True)])
+            clock: spread(
+                [a[phase][clock] / b[phase][clock] for a, b in zip(runs["after"], runs["before"], strict=True)]
+            )
             for clock in ("cpu", "wall")
         }
         for phase in phases
@@ -217,8 +222,8 @@ def main() -> None:
         f"# Refactor check: {payload['after']} against {args.before} ({args.rounds} interleaved rounds, 1 thread, "
         f"{utc_now()})",
         "",
-        f"Load average at start {load_start[0]:.2f} / {load_start[1]:.2f}, at end {load_end[0]:.2f} / {load_end[1]:.2f}."
-        " Ratio after / before per round; below 1 is faster after.",
+        f"Load average at start {load_start[0]:.2f} / {load_start[1]:.2f}, "
+        f"at end {load_end[0]:.2f} / {load_end[1]:.2f}. Ratio after / before per round; below 1 is faster after.",
         "",
         "| phase | CPU ratio (median) | range | wall ratio (median) | range | CPU s before (median) |",
         "|---|---:|---|---:|---|---:|",

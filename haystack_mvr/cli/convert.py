@@ -40,7 +40,7 @@ def add_convert_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 def check_arguments(checkpoint: Path, output: Path) -> None:
     """One clear line for a bad path, before any model is loaded."""
-    from haystack_mvr.cli.main import CommandError
+    from haystack_mvr.cli.errors import CommandError
     from haystack_mvr.modeling.config import CONFIG_NAME
 
     if not checkpoint.exists():
@@ -73,7 +73,7 @@ def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | No
     """
     import numpy as np
 
-    from haystack_mvr.cli.main import CommandError
+    from haystack_mvr.cli.errors import CommandError
 
     try:
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from haystack_mvr.errors import InvalidRequestError
+from haystack_mvr.validation import check_positive_int
 
 __all__ = [
     "check_batch_size",
@@ -24,22 +25,9 @@ __all__ = [
 ]
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    """``value`` if it is a positive ``int``, else a ``ValueError`` naming ``name``: ``check_positive_int("top_k", 0)``
-    raises "top_k must be a positive integer, got 0."."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        msg = f"{name} must be a positive integer, got {value!r}."
-        raise ValueError(msg)
-    return value
-
-
 def check_optional_positive_int(name: str, value: Any) -> int | None:
-    """``value`` if it is ``None`` or a positive ``int``, else a ``ValueError`` naming ``name`` ("... must be a
-    positive integer or None, got ...")."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        msg = f"{name} must be a positive integer or None, got {value!r}."
-        raise ValueError(msg)
-    return value
+    """``value`` if it is ``None`` or a positive integer, else a ``ValueError`` naming ``name``."""
+    return check_positive_int(name, value, optional=True)
 
 
 def check_top_k(top_k: Any) -> int:

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from haystack_mvr.validation import check_positive_int
+
 logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "multi_view_config.json"
@@ -94,9 +96,7 @@ class MultiViewConfig:
         if self.mode not in MODES:
             msg = f"Unknown mode {self.mode!r}; choose one of {', '.join(MODES)}."
             raise ValueError(msg)
-        if not isinstance(self.num_views, int) or self.num_views < 1:
-            msg = f"num_views must be a positive integer, got {self.num_views!r}."
-            raise ValueError(msg)
+        check_positive_int("num_views", self.num_views)
         if self.viewer_init not in ("random", "cls"):
             msg = f"viewer_init must be 'random' or 'cls', got {self.viewer_init!r}."
             raise ValueError(msg)

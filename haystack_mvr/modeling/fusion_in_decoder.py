@@ -31,6 +31,8 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_outputs import BaseModelOutput
 
+from haystack_mvr.validation import check_positive_int
+
 __all__ = [
     "answer_with_fusion_in_decoder",
     "encode_passages",
@@ -73,9 +75,7 @@ def encode_passages(
     :returns: ``n`` tensors; the ``i``-th has shape ``(len_i, d)``: the states of text ``i``'s real tokens,
         padding removed, so they do not depend on which texts shared its batch.
     """
-    if batch_size < 1:
-        msg = f"batch_size must be a positive integer, got {batch_size!r}."
-        raise ValueError(msg)
+    check_positive_int("batch_size", batch_size)
     encoder = model.get_encoder()
     states: list[Tensor] = []
     for start in range(0, len(texts), batch_size):

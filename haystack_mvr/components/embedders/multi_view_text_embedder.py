@@ -18,6 +18,7 @@ from haystack_mvr.components.embedders.encoder_cache import (
 )
 from haystack_mvr.errors import InvalidRequestError
 from haystack_mvr.modeling.loading import portable_model_name
+from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import PackedViews
 
 if TYPE_CHECKING:
@@ -99,9 +100,7 @@ class MultiViewTextEmbedder:
         if embedding_output in ("both", "packed"):
             outputs["packed_embedding"] = str
         component.set_output_types(self, **outputs, encoder=dict[str, Any])
-        if not isinstance(batch_size, int) or batch_size < 1:
-            msg = f"batch_size must be a positive integer, got {batch_size!r}."
-            raise ValueError(msg)
+        check_positive_int("batch_size", batch_size)
         self.model = str(model)
         self.device = ComponentDevice.resolve_device(device)
         self.batch_size = batch_size

@@ -11,6 +11,7 @@ from haystack.utils import ComponentDevice
 
 from haystack_mvr.modeling.fusion_in_decoder import answer_with_fusion_in_decoder, format_fid_input
 from haystack_mvr.modeling.loading import READER_HINT, resolve_model
+from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import MATCHED_TEXT_KEY
 
 _CONTEXTS = ("document", "matched_view")
@@ -87,7 +88,7 @@ class FusionInDecoderReader:
             ("max_input_length", max_input_length),
             ("max_answer_length", max_answer_length),
         ):
-            _check_positive_int(name, value)
+            check_positive_int(name, value)
         if context not in _CONTEXTS:
             msg = f"context must be one of {list(_CONTEXTS)}, got {context!r}."
             raise ValueError(msg)
@@ -191,7 +192,7 @@ class FusionInDecoderReader:
             msg = "FusionInDecoderReader got an empty query."
             raise ValueError(msg)
         top_k = self.top_k if top_k is None else top_k
-        _check_positive_int("top_k", top_k)
+        check_positive_int("top_k", top_k)
 
         used: list[Document] = []
         texts: list[str] = []
@@ -237,9 +238,3 @@ def _decodes_wordpiece(tokenizer: Any) -> bool:
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
     return isinstance(getattr(backend, "decoder", None), decoders.WordPiece)
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        msg = f"{name} must be a positive integer, got {value!r}."
-        raise ValueError(msg)

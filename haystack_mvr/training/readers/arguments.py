@@ -7,6 +7,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from haystack_mvr.validation import check_positive_int
+
 __all__ = ["ReaderTrainingArguments"]
 
 KINDS = ("extractive", "fid", "generative")
@@ -214,9 +216,7 @@ class ReaderTrainingArguments:
             "lora_r",
             "gradient_accumulation_steps",
         ):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                msg = f"{name} must be a positive integer, got {getattr(self, name)!r}."
-                raise ValueError(msg)
+            check_positive_int(name, getattr(self, name), optional=True)
         if not 0 <= self.lora_dropout < 1 or self.lora_alpha <= 0:
             msg = f"lora_dropout must be in [0, 1) and lora_alpha positive, got {self.lora_dropout}, {self.lora_alpha}."
             raise ValueError(msg)
