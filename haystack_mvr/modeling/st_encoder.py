@@ -55,6 +55,7 @@ from haystack_mvr.modeling.st_modules import (
     multi_view_config,
     sync_snippet_options,
 )
+from haystack_mvr.validation import check_positive_int
 
 # A rough, generous characters-per-token for grouping long documents by the windows they will need (English
 # WordPiece averages 4-5; a smaller figure only makes groups smaller).
@@ -221,9 +222,7 @@ class MultiVectorEncoderAdapter:
         texts = list(texts)
         if not texts:
             return []
-        if batch_size < 1:
-            msg = f"batch_size must be at least 1, got {batch_size}."
-            raise ValueError(msg)
+        check_positive_int("batch_size", batch_size)
         transformer = self._transformer("document")
         if isinstance(transformer, SnippetTransformer):
             items = self._encode_windowed(texts, transformer, batch_size, progress_bar)
