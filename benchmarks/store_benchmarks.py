@@ -427,7 +427,7 @@ def part_streaming(args) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     faiss.omp_set_num_threads(1)
     lat = stats([timed(lambda q=q, s=store: s.search(q, top_k=10)) for q in queries])
-    held = sum(v.nbytes for v in store._views.held_rows().values())
+    held = sum(v.nbytes for v in store._views.kept_rows_by_key().values())
     result = {
         "views": total,
         "build_s": build_s,

@@ -75,7 +75,7 @@ def worker(size: int, factory: str, keep_vectors: bool, k: int, dim: int, seed: 
         "rss_bytes_per_view": (rss - base) / n_rows,
         "peak_bytes_per_view": (peak - base) / n_rows,
         "index_bytes_per_view": index_bytes / n_rows,
-        "rows_bytes_per_view": sum(v.nbytes for v in views.held_rows().values()) / n_rows,
+        "rows_bytes_per_view": sum(v.nbytes for v in views.kept_rows_by_key().values()) / n_rows,
         # the labels of an IndexIDMap2 (8 B per row; its reverse hash map is not counted)
         "row_maps_bytes_per_view": (8 * n_rows if isinstance(views.faiss_index, faiss.IndexIDMap) else 0) / n_rows,
         "saved_bytes_per_view": saved / n_rows,

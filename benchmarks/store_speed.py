@@ -93,7 +93,7 @@ def rounds(systems: dict, repeats: int, loads: list[float], cpu: dict | None = N
     return times
 
 
-def collapse(labels: np.ndarray, top_k: int) -> list[np.ndarray]:
+def distinct_documents(labels: np.ndarray, top_k: int) -> list[np.ndarray]:
     """The numpy max-by-document collapse a user would write: each row's first ``top_k`` distinct documents."""
     out = []
     for row in labels:
@@ -155,7 +155,7 @@ def part_batch(args, pools) -> None:
             _, labels = raw.search(queries, k_raw)
         finally:
             faiss.cvar.distance_compute_blas_threshold = default_threshold
-        return collapse(labels, TOP_K)
+        return distinct_documents(labels, TOP_K)
 
     systems = {
         "search_batch": lambda: store.search_batch(queries, top_k=TOP_K),
@@ -345,7 +345,7 @@ def part_hnsw(args, pools) -> None:
     exact = faiss.IndexFlatIP(DIM)
     exact.add(vectors)
     _, rows = exact.search(queries, 100 * K)
-    truth = [set(t.tolist()) for t in collapse(rows, TOP_K)]
+    truth = [set(t.tolist()) for t in distinct_documents(rows, TOP_K)]
     del exact
     log("hnsw: building the store")
     store = build_store("HNSW32", vectors, search_parameters={"efSearch": 16})
@@ -359,7 +359,7 @@ def part_hnsw(args, pools) -> None:
 
     def raw_one(q):
         _, labels = raw.search(q[None], k_raw)
-        return collapse(labels, TOP_K)[0]
+        return distinct_documents(labels, TOP_K)[0]
 
     def recall(found) -> float:
         return statistics.mean(len(set(map(int, f)) & t) / TOP_K for f, t in zip(found, truth, strict=True))

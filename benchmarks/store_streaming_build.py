@@ -348,7 +348,7 @@ def run(args) -> dict:
     build_peak_phase = sampler.mark("writing_after_training")
     gc.collect()
     views_index = store._views
-    held = sum(v.nbytes for v in views_index.held_rows().values())
+    held = sum(v.nbytes for v in views_index.kept_rows_by_key().values())
     rss_after = rss_bytes()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     sampled_peak = sampler.peak  # before serializing the index below (two transient copies of it)

@@ -36,5 +36,5 @@ def test_check_accepts_ints_numpy_ints_and_optional_none():
     ids=["document embedder", "text embedder", "context builder", "faiss store", "encoder config"],
 )
 def test_every_layer_refuses_true_alike(build):
-    with pytest.raises(ValueError, match="must be an? (positive )?integer"):
+    with pytest.raises(ValueError, match=r"must be an? (positive )?integer"):
         build()

@@ -29,19 +29,19 @@ def brute_force(views: list[np.ndarray], query: np.ndarray) -> np.ndarray:
     return np.array([np.max(v @ query) for v in views], dtype=np.float32)
 
 
-@pytest.mark.parametrize("want", [1, 10, 40])
-def test_two_pass_scores_equal_a_full_scan(want):
-    rows, labels, views = corpus(1500, 48, seed=want)
+@pytest.mark.parametrize("n_best", [1, 10, 40])
+def test_two_pass_scores_equal_a_full_scan(n_best):
+    rows, labels, views = corpus(1500, 48, seed=n_best)
     assert len(rows) >= _COARSE_ROWS  # large enough for the float16 first pass
     scan = DocumentScan(rows, labels, len(views))
     position = {k: i for i, k in enumerate(scan.keys.tolist())}
     rng = np.random.default_rng(0)
     for query in rows[rng.integers(0, len(rows), 20)] + 0.3 * rng.standard_normal((20, 48)).astype(np.float32):
-        found = scan._two_pass(np.ascontiguousarray(query, dtype=np.float32), want)
+        found = scan._two_pass(np.ascontiguousarray(query, dtype=np.float32), n_best)
         assert found is not None  # distinct scores: the bound proves the answer
         best = scan.best(query)
-        assert np.array_equal(best[[position[k] for k in found.tolist()]], np.sort(best)[::-1][:want])
-        assert np.allclose(np.sort(best)[::-1][:want], np.sort(brute_force(views, query))[::-1][:want], atol=1e-5)
+        assert np.array_equal(best[[position[k] for k in found.tolist()]], np.sort(best)[::-1][:n_best])
+        assert np.allclose(np.sort(best)[::-1][:n_best], np.sort(brute_force(views, query))[::-1][:n_best], atol=1e-5)
 
 
 def test_two_pass_gives_way_to_a_full_scan_where_its_bound_proves_nothing():

@@ -25,7 +25,7 @@ def docs(views, start=0):
 
 
 def held_bytes(store):
-    return sum(v.nbytes for v in store._views.held_rows().values())
+    return sum(v.nbytes for v in store._views.kept_rows_by_key().values())
 
 
 @pytest.mark.parametrize("factory", ["Flat", "HNSW16", "IVF8,Flat"])

@@ -60,7 +60,7 @@ def test_round_trip_each_layout(tmp_path, factory, keep):
 def test_flat_rows_are_stored_once(tmp_path):
     """The Flat index is the only copy of its rows: no float32 rows beside it, in memory or on disk."""
     store = make_store(n=200, dim=32, keep_vectors=True)
-    assert store._views.held_rows() == {}
+    assert store._views.kept_rows_by_key() == {}
     store.save(tmp_path / "s")
     with index_versions.open_version(tmp_path / "s") as version:
         assert version.read_array("held.npy").shape == (0, 32)

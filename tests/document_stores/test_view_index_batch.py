@@ -13,7 +13,7 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss import flat_scan
 from haystack_mvr.document_stores.faiss.flat_scan import flat_top_k
 from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
-from haystack_mvr.document_stores.faiss.view_search import collapse
+from haystack_mvr.document_stores.faiss.view_search import distinct_documents
 from haystack_mvr.views import VIEWS_KEY
 
 
@@ -60,7 +60,7 @@ def test_flat_top_k_with_default_blocks_matches_faiss_scores():
     np.testing.assert_allclose(ours, scores, rtol=0, atol=1e-4)
 
 
-def _collapse_reference(labels, want, post_filter=None, excluded=None):
+def _collapse_reference(labels, n_best, post_filter=None, excluded=None):
     found, counts = [], []
     for row in labels:
         seen: list[int] = []
@@ -72,7 +72,7 @@ def _collapse_reference(labels, want, post_filter=None, excluded=None):
             key = label >> VIEW_BITS
             if key not in seen:
                 seen.append(key)
-        found.append(seen[:want])
+        found.append(seen[:n_best])
         counts.append(len(seen))
     return found, counts
 
@@ -87,12 +87,12 @@ def test_collapse_matches_a_loop_over_queries(seed):
     labels[rng.random((nq, k)) < 0.15] = -1
     pool = np.unique(labels[labels >= 0])
     chosen = pool[rng.random(len(pool)) < 0.5]
-    for want in (1, 3, 10, 100):
+    for n_best in (1, 3, 10, 100):
         for post_filter, excluded in ((None, None), (chosen, None), (None, chosen)):
-            found, counts = collapse(labels, want, post_filter, excluded)
+            found, counts = distinct_documents(labels, n_best, post_filter, excluded)
             expected, expected_counts = _collapse_reference(
                 labels,
-                want,
+                n_best,
                 None if post_filter is None else set(post_filter.tolist()),
                 None if excluded is None else set(excluded.tolist()),
             )
@@ -105,14 +105,14 @@ def test_collapse_of_one_query(seed):
     rng = np.random.default_rng(seed)
     labels = (rng.integers(0, 6, (1, 40)) << VIEW_BITS) | rng.integers(0, 9, (1, 40))
     labels[0, rng.random(40) < 0.2] = -1
-    for want in (1, 4, 50):
-        found, counts = collapse(labels, want)
-        expected, expected_counts = _collapse_reference(labels, want)
+    for n_best in (1, 4, 50):
+        found, counts = distinct_documents(labels, n_best)
+        expected, expected_counts = _collapse_reference(labels, n_best)
         assert [f.tolist() for f in found] == expected and counts.tolist() == expected_counts
 
 
 def test_collapse_of_nothing():
-    found, counts = collapse(np.full((3, 4), -1, dtype=np.int64), 2)
+    found, counts = distinct_documents(np.full((3, 4), -1, dtype=np.int64), 2)
     assert [f.tolist() for f in found] == [[], [], []] and counts.tolist() == [0, 0, 0]
 
 

@@ -464,7 +464,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 return []
             # beside a lossy index the kept rows re-rank a wider pool of candidates exactly
             pool = top_k * 4 + 16 if views.keeps_rows else top_k
-            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads), enough=top_k)
+            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads), required=top_k)
             results = []
             for query, keys in zip(queries, found, strict=True):
                 if len(keys) > top_k:

@@ -138,30 +138,30 @@ class DocumentScan:
             self._coarse = coarse
         return self._coarse
 
-    def top(self, query: np.ndarray, want: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
-        """The best ``want`` document keys for ``query`` (among ``allowed_keys``, all of them with rows), best first."""
+    def top(self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
+        """The best ``n_best`` document keys for ``query`` among ``allowed_keys`` (all with rows), best first."""
         self._searches += 1
         two_pass = allowed_keys is None and self._searches > _COARSE_AFTER  # a store written between queries
-        found = self._two_pass(query, min(want, len(self.keys))) if two_pass else None  # never pays for the copy
+        found = self._two_pass(query, min(n_best, len(self.keys))) if two_pass else None  # never pays for the copy
         if found is not None:
             return found
         best = self.best(query)
         if allowed_keys is not None:
             best[~np.isin(self.keys, allowed_keys)] = -np.inf
-            want = min(want, len(allowed_keys))
-        want = min(want, len(best))
-        top = np.argpartition(-best, want - 1)[:want] if want < len(best) else np.arange(len(best))
+            n_best = min(n_best, len(allowed_keys))
+        n_best = min(n_best, len(best))
+        top = np.argpartition(-best, n_best - 1)[:n_best] if n_best < len(best) else np.arange(len(best))
         return self.keys[top[np.argsort(-best[top], kind="stable")]]
 
-    def _two_pass(self, query: np.ndarray, want: int) -> np.ndarray | None:
+    def _two_pass(self, query: np.ndarray, n_best: int) -> np.ndarray | None:
         """:meth:`top` with the same keys, reading half the bytes: the best rows of the float16 copy, then their
         documents scored exactly; ``None`` below ``_COARSE_ROWS`` rows, or where the bound cannot prove that no
         other document scores higher.
 
-        A float16 score is within ``eps = |q| * error`` of the exact one. The first pass takes the ``2 x want x
+        A float16 score is within ``eps = |q| * error`` of the exact one. The first pass takes the ``2 x n_best x
         rows per document`` best float16 rows (the ``depth``-th scores ``m``): a document without a row among them
         scores at most ``m + eps``. Found documents whose bound (their best float16 row, or ``m``, plus ``eps``)
-        reaches the ``want``-th best lower bound are scored over every row; the answer stands when its ``want``-th
+        reaches the ``n_best``-th best lower bound are scored over every row; the answer stands when its ``n_best``-th
         exact score is at least ``m + eps``.
         """
         coarse = self._float16_copy()
@@ -169,18 +169,18 @@ class DocumentScan:
             return None
         query = np.ascontiguousarray(query, dtype=np.float32)
         n = len(self.rows)
-        depth = min(n, max(16, 2 * want * -(-n // len(self.keys))))
+        depth = min(n, max(16, 2 * n_best * -(-n // len(self.keys))))
         approx, found = coarse.search(query[None], depth)
         approx, found = approx[0], found[0]
         eps = float(np.linalg.norm(query)) * self._error
         floor = float(approx[-1]) if depth < n else -np.inf
         documents, inverse = np.unique(self._document_of[found], return_inverse=True)
-        if len(documents) < want:
+        if len(documents) < n_best:
             return None
         upper = np.full(len(documents), -np.inf, dtype=np.float32)
         np.maximum.at(upper, inverse, approx)
         lower = upper - eps
-        threshold = np.partition(lower, len(lower) - want)[len(lower) - want]
+        threshold = np.partition(lower, len(lower) - n_best)[len(lower) - n_best]
         candidates = documents[np.maximum(upper, floor) + eps >= threshold]
         ends = np.r_[self.starts, n]
         rows = np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in candidates.tolist()])
@@ -188,7 +188,7 @@ class DocumentScan:
         ptr = faiss.swig_ptr
         faiss.fvec_inner_products_ny(ptr(scores), ptr(query), ptr(rows), rows.shape[1], len(rows))
         exact = np.maximum.reduceat(scores, np.r_[0, np.cumsum(ends[candidates + 1] - ends[candidates])[:-1]])
-        order = np.argsort(-exact, kind="stable")[:want]
+        order = np.argsort(-exact, kind="stable")[:n_best]
         if exact[order[-1]] < floor + eps:
             return None
         return self.keys[candidates[order]]

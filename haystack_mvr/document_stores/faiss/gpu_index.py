@@ -139,15 +139,15 @@ class GpuReplica:
         cpu_index: faiss.Index,
         generation: int,
         max_search_depth: int | None,
-        want: int,
+        n_best: int,
         rows_per_document: float,
         allowed_rows: int | None,
     ) -> faiss.Index | None:
-        """The GPU copy to search for ``want`` documents among ``allowed_rows`` (``None``: every row); ``None`` for a
+        """The GPU copy to search for ``n_best`` documents among ``allowed_rows`` (``None``: every row); ``None`` for a
         filter too selective to search under the depth cap (the CPU index's id selector finds the matching rows
         without widening past it)."""
         cap = depth_cap(max_search_depth, self)
-        if allowed_rows is not None and 2 * want * rows_per_document * cpu_index.ntotal / max(1, allowed_rows) > cap:
+        if allowed_rows is not None and 2 * n_best * rows_per_document * cpu_index.ntotal / max(1, allowed_rows) > cap:
             return None
         return self.index(cpu_index, generation)
 

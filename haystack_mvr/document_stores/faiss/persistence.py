@@ -94,7 +94,7 @@ def save(state: StoreState, path: Path) -> None:
     keys = np.array([state.keys[i] for i in ids], dtype=np.int64)
     counts = np.array([views.count(int(k)) if views is not None else 0 for k in keys], dtype=np.int32)
     index = views.faiss_index if views is not None else None
-    held_by_key = views.held_rows() if views is not None else {}
+    held_by_key = views.kept_rows_by_key() if views is not None else {}
     dim = views.dim if views is not None else state.embedding_dim
     held_keys = [int(k) for k, c in zip(keys, counts, strict=True) if c and int(k) in held_by_key]
 

@@ -220,37 +220,37 @@ class ViewIndex:
     def search(
         self,
         queries: np.ndarray,
-        want: int,
+        n_best: int,
         allowed_keys: np.ndarray | None,
         threads: int,
-        enough: int | None = None,
+        required: int | None = None,
     ) -> list[np.ndarray]:
         """
-        The best ``want`` document keys for each query ``(n, d)``, best first, restricted to ``allowed_keys``.
+        The best ``n_best`` document keys for each query ``(n, d)``, best first, restricted to ``allowed_keys``.
 
-        Exactly ``min(want, documents)`` keys per query: searches widen until enough unique documents are found or
+        Exactly ``min(n_best, documents)`` keys per query: searches widen until enough unique documents are found or
         the whole index was searched, and an approximate index that still falls short is finished exactly. A search
-        stopped by ``max_search_depth`` (a GPU's) keeps its keys when they are at least ``enough`` (a re-ranking
+        stopped by ``max_search_depth`` (a GPU's) keeps its keys when they are at least ``required`` (a re-ranking
         pool's must-have part); a query left with fewer is searched again on the CPU index, without a cap.
         """
         # allowed_keys: keys of documents with rows (the store passes no others)
         available = len(allowed_keys) if allowed_keys is not None else self.document_count
-        want = min(want, available)
-        if want == 0:
+        n_best = min(n_best, available)
+        if n_best == 0:
             return [np.zeros(0, dtype=np.int64) for _ in queries]
         with omp_threads(threads):
             if self._index is None:
                 keys = allowed_keys if allowed_keys is not None else self.keys()
-                return self._exact_search(queries, want, keys)
+                return self._exact_search(queries, n_best, keys)
             if allowed_keys is not None:
                 counts = self._book.counts
                 rows = sum(counts[int(k)] for k in allowed_keys)
                 if rows <= max(self.exact_rows, self._book.rows // 100):
-                    return self._exact_search(queries, want, allowed_keys)
+                    return self._exact_search(queries, n_best, allowed_keys)
             scan = self._document_scan() if len(queries) == 1 and not self._family.hnsw else None
             if scan is not None:  # Flat on the CPU: every document's best view, exactly, in one pass
-                return [scan.top(queries[0], want, allowed_keys)]
-            return self._index_search(queries, want, allowed_keys, min(enough or want, want))
+                return [scan.top(queries[0], n_best, allowed_keys)]
+            return self._index_search(queries, n_best, allowed_keys, min(required or n_best, n_best))
 
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``."""
@@ -266,34 +266,34 @@ class ViewIndex:
             self._scan = (self._generation, None if flat is None else DocumentScan(*flat, self.document_count))
         return self._scan[1]
 
-    def _exact_search(self, queries: np.ndarray, want: int, keys: np.ndarray) -> list[np.ndarray]:
-        return view_search.exact_search(queries, want, keys, self._book.counts, self.rows_of)
+    def _exact_search(self, queries: np.ndarray, n_best: int, keys: np.ndarray) -> list[np.ndarray]:
+        return view_search.exact_search(queries, n_best, keys, self._book.counts, self.rows_of)
 
     def _index_search(
         self,
         queries: np.ndarray,
-        want: int,
+        n_best: int,
         allowed_keys: np.ndarray | None,
-        enough: int | None = None,
+        required: int | None = None,
         capped: bool = True,
     ) -> list[np.ndarray]:
         """:meth:`search` through the FAISS index (``capped``: under ``max_search_depth`` and a GPU's cap)."""
-        outcome = self._plan_search(want, allowed_keys, batch=len(queries) > 1, capped=capped).run(
-            queries, want, enough or want
+        outcome = self._plan_search(n_best, allowed_keys, batch=len(queries) > 1, capped=capped).run(
+            queries, n_best, required or n_best
         )
         if outcome.deeper:  # queries the depth cap left short: searched again on the CPU index, uncapped
-            finished = self._index_search(queries[outcome.deeper], want, allowed_keys, capped=False)
+            finished = self._index_search(queries[outcome.deeper], n_best, allowed_keys, capped=False)
             for qi, found in zip(outcome.deeper, finished, strict=True):
                 outcome.keys[qi] = found
-        return self._finish_exactly(queries, want, allowed_keys, outcome)
+        return self._finish_exactly(queries, n_best, allowed_keys, outcome)
 
-    def _plan_search(self, want: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
+    def _plan_search(self, n_best: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
         """Which index to search (the CPU one or its GPU copy), whether FAISS applies the filter and skips the
         tombstones (id selectors) or the rows found are filtered afterwards, and how deep to search first."""
         allowed_labels = self._book.labels(allowed_keys) if allowed_keys is not None else None
         tombstones = self.tombstones
         per_doc = max(1.0, self._book.rows / max(1, self.document_count))
-        replica = self._gpu_copy(want, per_doc, allowed_labels) if capped else None
+        replica = self._gpu_copy(n_best, per_doc, allowed_labels) if capped else None
         index = replica if replica is not None else self._index
         cap = gpu_index.depth_cap(self.max_search_depth, self._gpu if replica is not None else None) if capped else None
         selectors, post_filter, excluded = (), None, None
@@ -306,7 +306,7 @@ class ViewIndex:
         limit = index.ntotal  # never stop widening before the whole index was searched
         if selector is not None and allowed_labels is not None:
             limit = min(limit, len(allowed_labels))
-        depth = view_search.first_depth(want, per_doc, self._family.hnsw, index.ntotal, post_filter)
+        depth = view_search.first_depth(n_best, per_doc, self._family.hnsw, index.ntotal, post_filter)
         return IndexSearch(
             index=index,
             params=self._params(selector, share),
@@ -320,28 +320,28 @@ class ViewIndex:
         )
 
     def _finish_exactly(
-        self, queries: np.ndarray, want: int, allowed_keys: np.ndarray | None, outcome: SearchOutcome
+        self, queries: np.ndarray, n_best: int, allowed_keys: np.ndarray | None, outcome: SearchOutcome
     ) -> list[np.ndarray]:
-        """Each query's first ``want`` keys; a query an approximate index left short (it did not reach every allowed
+        """Each query's first ``n_best`` keys; a query an approximate index left short (it did not reach every allowed
         row) is scored exactly, unless the depth cap ``accepted`` it."""
         results = outcome.keys
         for qi, found in enumerate(results):
             if qi in outcome.accepted:
                 continue
-            if len(found) < want:
+            if len(found) < n_best:
                 keys = allowed_keys if allowed_keys is not None else self.keys()
-                results[qi] = self._exact_search(queries[qi : qi + 1], want, keys)[0]
+                results[qi] = self._exact_search(queries[qi : qi + 1], n_best, keys)[0]
             else:
-                results[qi] = found[:want]
+                results[qi] = found[:n_best]
         return results
 
-    def _gpu_copy(self, want: int, per_doc: float, allowed_labels: np.ndarray | None) -> faiss.Index | None:
+    def _gpu_copy(self, n_best: int, per_doc: float, allowed_labels: np.ndarray | None) -> faiss.Index | None:
         """The GPU copy to search; ``None`` without one, or for a filter too selective to search under its cap."""
         if self._gpu is None:
             return None
         allowed_rows = len(allowed_labels) if allowed_labels is not None else None
         return self._gpu.copy_to_search(
-            self._index, self._generation, self.max_search_depth, want, per_doc, allowed_rows
+            self._index, self._generation, self.max_search_depth, n_best, per_doc, allowed_rows
         )
 
     def _params(self, selector: faiss.IDSelector | None, allowed_share: float = 1.0) -> faiss.SearchParameters | None:
@@ -380,7 +380,7 @@ class ViewIndex:
         self._generation += 1
         self._index = index
 
-    def held_rows(self) -> dict[int, np.ndarray]:
+    def kept_rows_by_key(self) -> dict[int, np.ndarray]:
         """The float32 rows held beside the index: staged rows before training, kept rows beside a lossy one."""
         return self._book.staging if self._index is None else self._book.kept
 

@@ -20,18 +20,18 @@ RowsOf = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # keys -> (label
 
 @dataclass
 class SearchOutcome:
-    """What a widening search found: each query's keys, and the queries a depth cap stopped short of ``want``."""
+    """What a widening search found: each query's keys, and the queries a depth cap stopped short of ``n_best``."""
 
     keys: list[np.ndarray]
-    deeper: list[int] = field(default_factory=list)  # fewer than enough keys: to search again without a cap
-    accepted: set[int] = field(default_factory=set)  # short of want but with enough keys: kept as they are
+    deeper: list[int] = field(default_factory=list)  # fewer than required keys: to search again without a cap
+    accepted: set[int] = field(default_factory=set)  # short of n_best but with required keys: kept as they are
 
 
 @dataclass
 class IndexSearch:
     """
     One widening FAISS search: each query is searched ``depth`` rows deep, then twice as deep while its rows hold
-    fewer than ``want`` documents, until ``limit`` (every row it can return) or ``cap`` (a GPU's).
+    fewer than ``n_best`` documents, until ``limit`` (every row it can return) or ``cap`` (a GPU's).
 
     :param index: The index searched: the CPU index or its GPU copy.
     :param params: FAISS search parameters carrying an id selector, or ``None``.
@@ -61,19 +61,21 @@ class IndexSearch:
         _, labels = self.index.search(queries, k, params=self.params)
         return labels
 
-    def run(self, queries: np.ndarray, want: int, enough: int) -> SearchOutcome:
-        """Each query's first ``want`` documents; a query the cap stops short is ``accepted`` with ``enough``."""
+    def run(self, queries: np.ndarray, n_best: int, required: int) -> SearchOutcome:
+        """Each query's first ``n_best`` documents; a query the cap stops short is ``accepted`` with ``required``."""
         outcome = SearchOutcome([np.zeros(0, dtype=np.int64)] * len(queries))
         todo, k = np.arange(len(queries)), self.depth
         while len(todo) and k > 0:
-            found, counts = collapse(self.top_labels(queries[todo], k), want, self.post_filter, self.excluded)
+            found, counts = distinct_documents(
+                self.top_labels(queries[todo], k), n_best, self.post_filter, self.excluded
+            )
             for qi, keys in zip(todo.tolist(), found, strict=True):
                 outcome.keys[qi] = keys
-            short = todo[counts < want].tolist() if k < self.limit else []
+            short = todo[counts < n_best].tolist() if k < self.limit else []
             wider = int(min(self.limit, 2 * k, self.cap or self.limit))
             if wider == k:  # at the depth cap
-                outcome.deeper.extend(qi for qi in short if len(outcome.keys[qi]) < enough)
-                outcome.accepted.update(qi for qi in short if len(outcome.keys[qi]) >= enough)
+                outcome.deeper.extend(qi for qi in short if len(outcome.keys[qi]) < required)
+                outcome.accepted.update(qi for qi in short if len(outcome.keys[qi]) >= required)
                 short = []
             todo = np.asarray(short, dtype=np.int64)
             k = wider
@@ -89,23 +91,23 @@ def id_selector(allowed_labels: np.ndarray | None, tombstones: np.ndarray) -> tu
     return inner, faiss.IDSelectorNot(inner)
 
 
-def first_depth(want: int, rows_per_document: float, hnsw: bool, rows: int, post_filter: np.ndarray | None) -> float:
-    """Rows per query to search first for ``want`` documents of ``rows_per_document`` rows in an index of ``rows``.
+def first_depth(n_best: int, rows_per_document: float, hnsw: bool, rows: int, post_filter: np.ndarray | None) -> float:
+    """Rows per query to search first for ``n_best`` documents of ``rows_per_document`` rows in an index of ``rows``.
 
-    HNSW searches max(efSearch, k) deep, so its first depth is what a raw search would ask (rows for ``want``
+    HNSW searches max(efSearch, k) deep, so its first depth is what a raw search would ask (rows for ``n_best``
     documents); elsewhere twice that, so fewer queries need a second, wider search. Under a ``post_filter`` only
     its share of the rows found can be kept.
     """
-    k = (1 if hnsw else 2) * want * rows_per_document
+    k = (1 if hnsw else 2) * n_best * rows_per_document
     if post_filter is not None:
         k *= rows / max(1, len(post_filter))
     return k
 
 
-def collapse(
-    labels: np.ndarray, want: int, post_filter: np.ndarray | None = None, excluded: np.ndarray | None = None
+def distinct_documents(
+    labels: np.ndarray, n_best: int, post_filter: np.ndarray | None = None, excluded: np.ndarray | None = None
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Rows to documents for every query at once: each query's first ``want`` distinct document keys in the order
+    """Rows to documents for every query at once: each query's first ``n_best`` distinct document keys in the order
     of its ``(n, k)`` row ``labels`` (best first), and how many distinct keys each query found.
 
     Labels below 0 (FAISS's "no row"), outside ``post_filter`` or in ``excluded`` are skipped. A document's first
@@ -115,7 +117,7 @@ def collapse(
     if len(labels) == 1 and post_filter is None and excluded is None:  # one query: a dict keeps first occurrences
         row = labels[0]
         keys = list(dict.fromkeys(keys_of(row[row >= 0]).tolist()))
-        return [np.asarray(keys[:want], dtype=np.int64)], np.array([len(keys)], dtype=np.int64)
+        return [np.asarray(keys[:n_best], dtype=np.int64)], np.array([len(keys)], dtype=np.int64)
     valid = labels >= 0
     if post_filter is not None:
         valid &= np.isin(labels, post_filter)
@@ -131,16 +133,16 @@ def collapse(
     np.put_along_axis(distinct, order, first, 1)
     rank = np.cumsum(distinct, axis=1)
     counts = rank[:, -1] if rank.shape[1] else np.zeros(len(keys), dtype=np.int64)
-    taken = distinct & (rank <= want)
+    taken = distinct & (rank <= n_best)
     flat = keys[taken]  # row-major: each query's keys in their order, queries one after the other
-    found = np.split(flat, np.cumsum(np.minimum(counts, want))[:-1]) if len(keys) else []
+    found = np.split(flat, np.cumsum(np.minimum(counts, n_best))[:-1]) if len(keys) else []
     return found, counts
 
 
 def exact_search(
-    queries: np.ndarray, want: int, keys: np.ndarray, views: dict[int, int], rows_of: RowsOf
+    queries: np.ndarray, n_best: int, keys: np.ndarray, views: dict[int, int], rows_of: RowsOf
 ) -> list[np.ndarray]:
-    """Score every row of ``keys`` (``views`` rows each, read by ``rows_of``): the best ``want`` keys per query."""
+    """Score every row of ``keys`` (``views`` rows each, read by ``rows_of``): the best ``n_best`` keys per query."""
     counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     best = np.empty((len(queries), len(keys)), dtype=np.float32)
@@ -152,7 +154,7 @@ def exact_search(
         best[:, lo:hi] = np.maximum.reduceat(scores, starts[lo:hi] - starts[lo], axis=1)
     out = []
     for row in best:
-        top = np.argpartition(-row, want - 1)[:want] if want < len(row) else np.arange(len(row))
+        top = np.argpartition(-row, n_best - 1)[:n_best] if n_best < len(row) else np.arange(len(row))
         out.append(keys[top[np.argsort(-row[top], kind="stable")]])
     return out
 
