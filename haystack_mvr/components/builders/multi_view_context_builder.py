@@ -230,12 +230,6 @@ class MultiViewContextBuilder:
         params["document_store"] = import_class_by_name(store["type"]).from_dict(store)  # type: ignore[attr-defined]
         return default_from_dict(cls, data)
 
-    def _check_encoder(self, encoder: dict[str, Any] | None) -> None:
-        """Raise if ``encoder`` differs from the store's ``encoder_config``, checked by the store as for the
-        retriever."""
-        if encoder:
-            self.document_store.check_query_encoder(encoder)
-
     def _prepare(
         self,
         documents: list[Document],
@@ -243,8 +237,9 @@ class MultiViewContextBuilder:
         packed_query_embedding: str | None,
         budget_tokens: int | None,
         encoder: dict[str, Any] | None,
-    ) -> tuple[list[Document], Any, int, bool]:
-        """Check the inputs: ``(unique candidates, query, budget, whether the encoder is to be checked again)``."""
+    ) -> tuple[list[Document], Any, int]:
+        """Check the inputs, the query ``encoder`` once by the store (as for the retriever): ``(unique candidates,
+        query, budget)``."""
         if (query_embedding is None) == (packed_query_embedding is None):
             given = "both" if query_embedding is not None else "neither"
             msg = (
@@ -254,11 +249,12 @@ class MultiViewContextBuilder:
             raise ValueError(msg)
         query = _query_vector(query_embedding, packed_query_embedding)
         budget = self.budget_tokens if budget_tokens is None else check_positive_int("budget_tokens", budget_tokens)
-        self._check_encoder(encoder)
+        if encoder:
+            self.document_store.check_query_encoder(encoder)
         seen: set[str] = set()
         unique = [d for d in documents if not (d.id in seen or seen.add(d.id))]  # each id's first occurrence
         self.warm_up()
-        return unique, query, budget, bool(encoder) and not getattr(self.document_store, "encoder_config", None)
+        return unique, query, budget
 
     def _priors(self, unique: list[Document]) -> list[float]:
         """``upstream_weight`` x each upstream document's score, min-max normalised over the candidates (1 for the
@@ -284,9 +280,8 @@ class MultiViewContextBuilder:
         }
 
     def _finish(
-        self, unique: list[Document], found: list[Document], query: Any, budget: int, encoder: dict[str, Any] | None
+        self, unique: list[Document], found: list[Document], query: Any, budget: int
     ) -> dict[str, list[Document]]:
-        self._check_encoder(encoder)  # a store opened from disk learns its encoder on first use
         by_id = {d.id: d for d in found}
         q = np.asarray(query, dtype=np.float32)
         sources: list[Document] = []
@@ -369,17 +364,13 @@ class MultiViewContextBuilder:
         :returns: ``{"documents": [...]}``: one ``Document`` per piece, as the class docstring describes.
         :raises ValueError: for a budget that is not a positive integer, not exactly one query, or another encoder.
         """
-        unique, query, budget, recheck = self._prepare(
+        unique, query, budget = self._prepare(
             documents, query_embedding, packed_query_embedding, budget_tokens, encoder
         )
         if not unique:
             return {"documents": []}
-        try:
-            found = self.document_store.search(**self._search_args(unique, query))
-        except ValueError:
-            self._check_encoder(encoder if recheck else None)  # a query of another model's size: name the encoders
-            raise
-        return self._finish(unique, found, query, budget, encoder if recheck else None)
+        found = self.document_store.search(**self._search_args(unique, query))
+        return self._finish(unique, found, query, budget)
 
     @component.output_types(documents=list[Document])
     async def run_async(
@@ -391,14 +382,10 @@ class MultiViewContextBuilder:
         encoder: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """Asynchronous :meth:`run` (the store's ``search_async``)."""
-        unique, query, budget, recheck = self._prepare(
+        unique, query, budget = self._prepare(
             documents, query_embedding, packed_query_embedding, budget_tokens, encoder
         )
         if not unique:
             return {"documents": []}
-        try:
-            found = await self.document_store.search_async(**self._search_args(unique, query))
-        except ValueError:
-            self._check_encoder(encoder if recheck else None)  # a query of another model's size: name the encoders
-            raise
-        return self._finish(unique, found, query, budget, encoder if recheck else None)
+        found = await self.document_store.search_async(**self._search_args(unique, query))
+        return self._finish(unique, found, query, budget)
