@@ -57,6 +57,32 @@ def compile_filter(filters: Any) -> Predicate:
     return _node(filters)
 
 
+def reads_only_meta(filters: Any, skip: tuple[str, ...] = ()) -> bool:
+    """
+    Whether the predicate :func:`compile_filter` makes of ``filters`` reads nothing of a document but its ``meta``:
+    a well-formed filter whose every field is ``meta.<key>...`` (none of the ``skip`` keys). Then any object with a
+    ``meta`` dict can stand in for the document; anything else (other fields, malformed parts, which raise as
+    Haystack does) needs the document itself.
+    """
+    if COMPARISON_OPERATORS is None or type(filters) is not dict or type(filters.get("operator")) is not str:
+        return False
+    if "field" not in filters:
+        conditions = filters.get("conditions")
+        return (
+            filters["operator"] in LOGICAL_OPERATORS
+            and type(conditions) is list
+            and all(reads_only_meta(c, skip) for c in conditions)
+        )
+    field = filters["field"]
+    return (
+        type(field) is str
+        and field.startswith("meta.")
+        and field.split(".")[1] not in skip
+        and filters["operator"] in COMPARISON_OPERATORS
+        and "value" in filters
+    )
+
+
 def _node(cond: Any) -> Predicate:
     if type(cond) is not dict:
         return lambda doc: document_matches_filter(cond, doc)

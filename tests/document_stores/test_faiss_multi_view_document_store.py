@@ -52,8 +52,8 @@ def test_embedding_equal_to_view_0_is_not_kept_but_read_back(document_store, tmp
     absent = attach_views(Document(id="absent", content="b"), views)
     own = dataclasses.replace(attach_views(Document(id="own", content="c"), views), embedding=[0.1, 0.2])
     document_store.write_documents([same, absent, own])
-    assert document_store._documents["same"].embedding is None  # no Python float list per stored document
-    assert document_store._documents["own"].embedding == [0.1, 0.2]
+    assert document_store._documents.document("same").embedding is None  # no Python float list per stored document
+    assert document_store._documents.document("own").embedding == [0.1, 0.2]
     expected = {"same": [0.25, 0.5], "absent": [0.25, 0.5], "own": [0.1, 0.2]}
     assert {d.id: d.embedding for d in document_store.filter_documents()} == expected
     hits = document_store.search([1.0, 0.0], top_k=3, return_embedding=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 import logging
 import threading
@@ -27,8 +26,9 @@ from haystack_mvr.document_stores.checks import (
     check_top_k,
     document_dimension_message,
 )
-from haystack_mvr.document_stores.compiled_filters import compile_filter
+from haystack_mvr.document_stores.compiled_filters import compile_filter, reads_only_meta
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
+from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line
 from haystack_mvr.document_stores.faiss.view_index import (
     MAX_VIEWS,
     NON_FINITE,
@@ -60,8 +60,6 @@ from haystack_mvr.views import (
 logger = logging.getLogger(__name__)
 
 _TYPE_BEFORE_THE_MOVE = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
-
-_PLAIN = frozenset((str, int, float, bool, type(None)))  # exactly these types: stored as they are
 
 
 class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
@@ -165,7 +163,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         self.gpu_device = gpu_device
         self.index_path = index_path
         self.encoder_config = encoder_config
-        self._documents: dict[str, Document] = {}
+        self._documents = DocumentTable()
         self._key_of: dict[str, int] = {}  # live documents only
         self._id_of: dict[int, str] = {}
         self._next_key = itertools.count()
@@ -229,7 +227,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         """Copies of the documents matching Haystack ``filters`` (all when ``None``); views are not in ``meta``."""
         with self._lock:
             self._ensure_loaded()
-            return [self._with_embedding(d) for d in self._matching(filters)]
+            return [self._with_embedding(i) for i in self._matching(filters)]
 
     def export_documents(
         self, batch_size: int = 256, filters: dict[str, Any] | None = None
@@ -241,7 +239,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         check_batch_size(batch_size)
         with self._lock:
             self._ensure_loaded()
-            ids = [d.id for d in self._matching(filters)]
+            ids = self._matching(filters)
         for start in range(0, len(ids), batch_size):
             with self._lock:  # one batch of views at a time; a document deleted meanwhile is left out
                 encoder = self.encoder_config
@@ -252,7 +250,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def _exported(self, doc_id: str, encoder: dict[str, Any] | None) -> Document:
         key, views = self._key_of[doc_id], self._views
         rows = views.views_of(key) if views is not None and views.count(key) else None
-        return exported_document(self._copy(self._documents[doc_id]), rows, encoder)
+        return exported_document(self._documents.document(doc_id), rows, encoder)
 
     def write_documents(self, documents: Iterable[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """
@@ -289,6 +287,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             bad = first_invalid([views for _, views in dropped])
             if bad is not None:
                 raise _invalid_views(dropped[bad[0]][0], bad[1])
+            lines = [document_line(doc) for doc, _ in batch.values()]  # what the table and a save hold
             dims = prepared.dim
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
@@ -307,7 +306,9 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self._remove([i for i in ids if i in self._documents])
             self._key_of.update(zip(ids, new_keys, strict=True))
             self._id_of.update(zip(new_keys, ids, strict=True))
-            self._documents.update((doc_id, doc) for doc_id, (doc, _) in batch.items())
+            table = self._documents
+            for line, (doc_id, (doc, _)) in zip(lines, batch.items(), strict=True):
+                table.put(doc_id, line, doc.meta)
             return len(batch)
 
     def delete_documents(self, document_ids: list[str]) -> None:
@@ -329,7 +330,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         with self._lock:
             self._ensure_loaded()
-            ids = [d.id for d in self._matching(filters)]
+            ids = self._matching(filters)
             self._remove(ids)
             return len(ids)
 
@@ -347,10 +348,15 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         meta = json_meta(meta, "update_by_filter")
         with self._lock:
             self._ensure_loaded()
-            matching = self._matching(filters)
-            for doc in matching:
-                self._documents[doc.id] = dataclasses.replace(doc, meta={**doc.meta, **copy.deepcopy(meta)})
-            return len(matching)
+            table = self._documents
+            updated = []
+            for doc_id in self._matching(filters):
+                doc = table.document(doc_id)
+                merged = {**doc.meta, **copy.deepcopy(meta)}
+                updated.append((doc_id, document_line(copy_with(doc, merged, doc.embedding, None)), merged))
+            for doc_id, line, merged in updated:  # every line made before any is stored
+                table.put(doc_id, line, merged)
+            return len(updated)
 
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
         with self._lock:
@@ -360,17 +366,18 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
         with self._lock:
             self._ensure_loaded()
-            return metadata_queries.count_unique(self._matching(filters), metadata_fields)
+            return metadata_queries.count_unique(self._documents.meta_rows(self._matching(filters)), metadata_fields)
 
     def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
         with self._lock:
             self._ensure_loaded()
-            return metadata_queries.fields_info(self._documents.values())
+            return metadata_queries.fields_info(self._documents.meta_rows(self._documents.ids()))
 
     def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
         with self._lock:
             self._ensure_loaded()
-            return copy.deepcopy(metadata_queries.min_max(self._documents.values(), metadata_field))
+            rows = self._documents.meta_rows(self._documents.ids())
+            return copy.deepcopy(metadata_queries.min_max(rows, metadata_field))
 
     def get_metadata_field_unique_values(
         self,
@@ -383,7 +390,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         with self._lock:
             self._ensure_loaded()
             values, total = metadata_queries.paged_unique_values(
-                self._matching(filters), metadata_field, search_term, from_, size
+                self._documents.meta_rows(self._matching(filters)), metadata_field, search_term, from_, size
             )
             return copy.deepcopy(values), total
 
@@ -452,7 +459,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             if filters:
                 matching = self._matching(filters)
                 if views is not None:
-                    keys = (self._key_of[d.id] for d in matching)
+                    keys = (self._key_of[i] for i in matching)
                     allowed = np.fromiter((k for k in keys if views.count(k)), dtype=np.int64)
             if views is None or views.ntotal == 0:
                 if self._documents:
@@ -484,28 +491,24 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         key_list = keys.tolist()
         _, rows = views.rows_of(keys)  # grouped by key, in the order of keys
         scores = (rows @ query).tolist()
-        documents, id_of = self._documents, self._id_of
+        document, id_of = self._documents.document, self._id_of
         out = []
         end = 0
         for key in key_list:
             start, end = end, end + views.count(key)
-            doc = documents[id_of[key]]
-            meta = _meta_copy(doc.meta)
-            out.append(annotated_copy(doc, meta, scores[start:end], rows[start:end], return_embedding=return_embedding))
+            doc = document(id_of[key])  # a new Document: its meta is the result's own
+            out.append(
+                annotated_copy(doc, doc.meta, scores[start:end], rows[start:end], return_embedding=return_embedding)
+            )
         return out
 
-    @staticmethod
-    def _copy(doc: Document) -> Document:
-        """A copy whose nested meta values (lists, dicts ...) are copied too: callers cannot change the store."""
-        meta = _meta_copy(doc.meta)
-        return copy_with(doc, meta, None if doc.embedding is None else list(doc.embedding), doc.score)
-
-    def _with_embedding(self, doc: Document) -> Document:
-        """A copy of a stored document; an ``embedding`` left out because it equals view 0 is put back."""
-        out = self._copy(doc)
-        if doc.embedding is None and self._views is not None and self._views.count(self._key_of[doc.id]):
-            return dataclasses.replace(out, embedding=self._views.views_of(self._key_of[doc.id])[0].tolist())
-        return out
+    def _with_embedding(self, doc_id: str) -> Document:
+        """A new copy of a stored document; an ``embedding`` left out because it equals view 0 is put back."""
+        doc = self._documents.document(doc_id)
+        key = self._key_of[doc_id]
+        if doc.embedding is None and self._views is not None and self._views.count(key):
+            return copy_with(doc, doc.meta, self._views.views_of(key)[0].tolist(), None)
+        return doc
 
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:
@@ -552,14 +555,19 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self.encoder_config = state.encoder_config
 
     # ---------------------------------------------------------------------------------------- internals
-    def _matching(self, filters: dict[str, Any] | None) -> list[Document]:
+    def _matching(self, filters: dict[str, Any] | None) -> list[str]:
+        """The ids of the documents matching ``filters``, in write order. A filter on ``meta`` fields only reads the
+        table's meta; any other field builds each document."""
+        table = self._documents
         if not filters:
-            return list(self._documents.values())
+            return table.ids()
         if "operator" not in filters and "conditions" not in filters:
             msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
             raise ValueError(msg)
         match = compile_filter(filters)  # parsed once; same results and errors as document_matches_filter
-        return [d for d in self._documents.values() if match(d)]
+        if reads_only_meta(filters, skip=(SPANS_KEY,)):
+            return table.matching_meta(match)
+        return [i for i in table.ids() if match(table.document(i))]
 
     def _prepare(self, documents: Any) -> PreparedBatch:
         """The batch as :func:`~haystack_mvr.document_stores.writes.prepare_documents` prepares it for every store,
@@ -616,7 +624,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             return
         keys = [self._key_of.pop(i) for i in ids]
         for i, key in zip(ids, keys, strict=True):
-            del self._documents[i]
+            self._documents.delete(i)
             del self._id_of[key]
         if self._views is not None:
             self._views.remove(keys)
@@ -644,31 +652,6 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             msg = f"{name}: {problem}."
             raise ValueError(msg)
         return matrix
-
-
-def _meta_copy(meta: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a stored ``meta`` whose nested values are copied too (callers cannot change the store through it)."""
-    if not meta:
-        return {}
-    out = meta.copy()
-    for key, value in meta.items():
-        if type(value) not in _PLAIN:
-            if key == SPANS_KEY and type(value) is list:  # as _prepare stores them: None or [start, end] ints
-                out[key] = [s if s is None else s[:] for s in value]
-            else:
-                out[key] = _copy_json(value)
-    return out
-
-
-def _copy_json(value: Any) -> Any:
-    """A deep copy of a stored meta value (JSON types only, as ``writes.json_meta`` made it), several times faster than
-    ``copy.deepcopy``; anything else (never stored) still goes through ``deepcopy``."""
-    kind = type(value)
-    if kind is list:
-        return [x if type(x) in _PLAIN else _copy_json(x) for x in value]
-    if kind is dict:
-        return {k: x if type(x) in _PLAIN else _copy_json(x) for k, x in value.items()}
-    return value if kind in _PLAIN else copy.deepcopy(value)
 
 
 def _invalid_views(doc: Document, problem: str) -> ValueError:

@@ -2,7 +2,7 @@
 
 A saved store is a version folder (``versioned_folder`` handles locking, atomic swaps and checksums) holding::
 
-    documents.jsonl   one Document per line (its meta without views; spans kept)
+    documents.jsonl   one Document per line (its meta without views; spans kept), as the store holds it
     keys.npy          int64: each line's document key (its FAISS labels are (key << 12) | view)
     view_counts.npy   int32: each line's number of views (0: a document without vectors)
     index.faiss       the FAISS index with its labels (absent until a trainable index is trained)
@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores import versioned_folder
 from haystack_mvr.document_stores.faiss import index_versions
+from haystack_mvr.document_stores.faiss.document_table import DocumentTable
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
-from haystack_mvr.views import SPANS_KEY
 
 FORMAT_VERSION = 2
 KIND = "haystack-mvr.faiss-multi-view-store"
@@ -56,7 +55,7 @@ class StoreState:
         save recorded.
     """
 
-    documents: dict[str, Document]
+    documents: DocumentTable
     keys: dict[str, int]
     views: ViewIndex | None
     embedding_dim: int | None
@@ -90,7 +89,7 @@ def save(state: StoreState, path: Path) -> None:
     """Write ``state`` to the store folder ``path`` as a new version (the previous one stays current until then)."""
     views = state.views
     documents = state.documents
-    ids = list(documents)
+    ids = documents.ids()
     keys = np.array([state.keys[i] for i in ids], dtype=np.int64)
     counts = np.array([views.count(int(k)) if views is not None else 0 for k in keys], dtype=np.int32)
     index = views.faiss_index if views is not None else None
@@ -100,14 +99,9 @@ def save(state: StoreState, path: Path) -> None:
 
     def write(w: index_versions.FaissVersionWriter) -> None:
         with w.open("documents.jsonl") as f:
-            lines = []
-            for doc_id in ids:
-                lines.append(_document_json(documents[doc_id]))
-                if len(lines) >= 4096:
-                    f.write(("\n".join(lines) + "\n").encode())
-                    lines = []
-            if lines:
-                f.write(("\n".join(lines) + "\n").encode())
+            lines = list(documents.lines())
+            for start in range(0, len(lines), 4096):
+                f.write(b"\n".join(lines[start : start + 4096]) + b"\n")
         w.write_array("keys.npy", keys)
         w.write_array("view_counts.npy", counts)
         held = [held_by_key[k] for k in held_keys]
@@ -176,19 +170,17 @@ def load(path: Path, target: LoadingStore) -> StoreState:
             raise DocumentStoreError(msg)
         _check_compatible(target, meta, where)
         saved = _saved_settings(meta, where)
-        documents = _read_documents(version.read_bytes("documents.jsonl"), where)
-        ids = [d.id for d in documents]
-        by_id = dict(zip(ids, documents, strict=True))
+        table, ids, spans = DocumentTable.from_jsonl(version.read_bytes("documents.jsonl"), where)
         keys = version.read_array("keys.npy")
         counts = version.read_array("view_counts.npy")
         held = version.read_array("held.npy")
         tombstones = version.read_array("tombstones.npy")
         index = version.read_faiss_index("index.faiss") if meta["trained"] else None
         views = _checked_view_index(
-            target, meta, saved, where, documents, len(by_id), keys, counts, held, tombstones, index
+            target, meta, saved, where, ids, spans, len(table), keys, counts, held, tombstones, index
         )
         return StoreState(
-            documents=by_id,
+            documents=table,
             keys=dict(zip(ids, keys.tolist(), strict=True)),
             views=views,
             embedding_dim=meta["embedding_dim"],
@@ -230,111 +222,6 @@ def _saved_settings(meta: dict[str, Any], where: str) -> dict[str, Any]:
     return saved
 
 
-_PLAIN_FIELDS = {"id", "content", "meta", "embedding"}
-_new_document = object.__new__
-
-try:  # optional: 3-4x faster than json on documents.jsonl; the same values (a file of JSON lines, written by json)
-    import orjson
-
-    _json_loads = orjson.loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _json_loads = json.loads
-
-
-def _document_dict(doc: Document) -> dict[str, Any]:
-    """``Document.to_dict(flatten=False)`` without ``dataclasses.asdict``'s deep recursion (5x faster); fields that
-    are ``None`` (blob, sparse embedding, score) are left out."""
-    data: dict[str, Any] = {"id": doc.id, "content": doc.content, "meta": doc.meta, "embedding": doc.embedding}
-    if doc.blob is not None:
-        data["blob"] = doc.blob.to_dict()
-    if doc.sparse_embedding is not None:
-        data["sparse_embedding"] = doc.sparse_embedding.to_dict()
-    return data
-
-
-def _json_default(value: Any) -> Any:
-    """numpy numbers as Python ones (an ``embedding`` given as a numpy array, a sparse embedding's values)."""
-    if isinstance(value, np.generic) and not isinstance(value, (np.datetime64, np.timedelta64, np.void)):
-        return value.item()
-    msg = f"Object of type {type(value).__name__} is not JSON serializable"
-    raise TypeError(msg)
-
-
-_DOCUMENT_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(..., default=) builds one per call
-
-
-def _document_json(doc: Document) -> str:
-    """One line of documents.jsonl. ``write_documents`` already refused meta that JSON cannot hold; anything else
-    that cannot be written names the document (the save is abandoned, the previous copy stays current)."""
-    try:
-        return _DOCUMENT_ENCODER.encode(_document_dict(doc))
-    except (TypeError, ValueError, RecursionError) as e:
-        msg = f"Document {doc.id!r} cannot be saved: {e}."
-        raise DocumentStoreError(msg) from e
-
-
-def _plain_document(data: Any) -> Document | None:
-    """A Document built without ``__init__`` (its field tracking dominates loading) when ``data`` holds only plain
-    fields of the right types; ``None`` otherwise (then ``Document.from_dict`` builds it)."""
-    if type(data) is not dict or not data.keys() <= _PLAIN_FIELDS:
-        return None
-    doc_id, content, meta, embedding = data.get("id"), data.get("content"), data.get("meta", {}), data.get("embedding")
-    if (
-        type(doc_id) is not str
-        or not (content is None or type(content) is str)
-        or type(meta) is not dict
-        or not (embedding is None or type(embedding) is list)
-    ):
-        return None
-    doc = _new_document(Document)
-    doc.__dict__.update(
-        id=doc_id, content=content, blob=None, meta=meta, score=None, embedding=embedding, sparse_embedding=None
-    )
-    return doc
-
-
-def _read_documents(data: bytes, where: str) -> list[Document]:
-    """Every line of documents.jsonl as a Document. The lines are parsed by one JSON call over the whole file (as one
-    array: a JSON line never holds a raw newline), with orjson where it is installed; only a file that fails is
-    parsed again line by line, to name the bad line."""
-    body = data.rstrip(b"\n")
-    try:
-        records = _json_loads(b"[" + body.replace(b"\n", b",") + b"]") if body else []
-    except ValueError:
-        records = None
-    documents: list[Document] = []
-    if records is not None and len(records) == data.count(b"\n"):
-        new, set_dict, plain = _new_document, object.__setattr__, _PLAIN_FIELDS
-        for fields in records:
-            if (  # the usual case, exactly what _document_dict writes: the dict becomes the Document's own __dict__
-                type(fields) is dict
-                and fields.keys() == plain
-                and type(fields["id"]) is str
-                and type(fields["meta"]) is dict
-                and (fields["content"] is None or type(fields["content"]) is str)
-                and (fields["embedding"] is None or type(fields["embedding"]) is list)
-            ):
-                fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
-                doc = new(Document)
-                set_dict(doc, "__dict__", fields)
-            elif (doc := _plain_document(fields)) is None:
-                break
-            documents.append(doc)
-        else:
-            return documents
-    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if n <= len(documents):
-            continue
-        try:
-            fields = json.loads(line)
-            doc = _plain_document(fields)
-            documents.append(doc if doc is not None else Document.from_dict(fields))
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
-            raise DocumentStoreError(msg) from e
-    return documents
-
-
 def _corrupt(where: str, file: str, what: str) -> DocumentStoreError:
     return DocumentStoreError(f"{where} is corrupt: {file} {what}.")
 
@@ -344,7 +231,8 @@ def _checked_view_index(
     meta: dict[str, Any],
     saved: dict[str, Any],
     where: str,
-    documents: list[Document],
+    ids: list[str],
+    spans: list[int | None],
     unique_ids: int,
     keys: np.ndarray,
     counts: np.ndarray,
@@ -353,8 +241,8 @@ def _checked_view_index(
     index: faiss.Index | None,
 ) -> ViewIndex | None:
     n = meta["documents"]
-    if len(documents) != n:
-        raise _corrupt(where, "documents.jsonl", f"has {len(documents)} documents, the manifest {n}")
+    if len(ids) != n:
+        raise _corrupt(where, "documents.jsonl", f"has {len(ids)} documents, the manifest {n}")
     if unique_ids != n:
         raise _corrupt(where, "documents.jsonl", "repeats a document id")
     if keys.dtype != np.int64 or keys.shape != (n,):
@@ -368,12 +256,11 @@ def _checked_view_index(
         raise _corrupt(where, "view_counts.npy", f"does not hold one view count (0..{MAX_VIEWS}) per document")
     if int(counts.sum()) != meta["rows"]:
         raise _corrupt(where, "view_counts.npy", f"counts {int(counts.sum())} rows, the manifest {meta['rows']}")
-    with_spans = [i for i, doc in enumerate(documents) if SPANS_KEY in doc.meta]
-    for i in with_spans:
-        doc, count = documents[i], int(counts[i])
-        spans = doc.meta[SPANS_KEY]
-        if spans is not None and (not isinstance(spans, list) or len(spans) != count):
-            raise _corrupt(where, "documents.jsonl", f"gives document {doc.id!r} spans for other than {count} views")
+    for i, given in enumerate(spans):
+        if given is not None and given != counts[i]:
+            raise _corrupt(
+                where, "documents.jsonl", f"gives document {ids[i]!r} spans for other than {counts[i]} views"
+            )
     dim = meta["embedding_dim"]
     if meta["rows"] == 0 and index is None:
         views = None

@@ -1,0 +1,250 @@
+"""The documents of a FAISS multi-view store, each held as the JSON line it is saved as.
+
+A store of 10^6 views used to hold 125k ``Document`` objects, each with its meta dict and span lists: about ten
+objects a document, every one of them traversed by each of Python's full garbage collections for the life of the
+process (two thirds of a load's document time, half of a write's), and each one a small allocation that pins the
+memory around it. :class:`DocumentTable` holds one ``bytes`` line a document (its ``documents.jsonl`` line, so a save
+writes the lines as they are and a load keeps them as it read them) and, for filters, its ``meta`` without spans:
+``bytes`` and dicts of plain values are never tracked by the collector. A ``Document`` is built from the line each
+time one is read, so every caller gets a copy of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+from haystack import Document
+from haystack.document_stores.errors import DocumentStoreError
+
+from haystack_mvr.views import SPANS_KEY
+
+try:  # optional: 3-4x faster than json on these lines; the same values (lines that fail are read again by json)
+    import orjson
+
+    _json_loads = orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _json_loads = json.loads
+
+_PLAIN_FIELDS = frozenset(("id", "content", "meta", "embedding"))
+_new_document = object.__new__
+_set_dict = object.__setattr__
+
+
+class MetaRow:
+    """A stored document's ``id`` and ``meta`` (without spans): what a filter on ``meta`` fields and the metadata
+    queries read, without building the ``Document``."""
+
+    __slots__ = ("id", "meta")
+
+    def __init__(self, doc_id: str, meta: dict[str, Any]) -> None:
+        self.id = doc_id
+        self.meta = meta
+
+
+_EMPTY: dict[str, Any] = {}  # the meta of a document without any; never handed out to be changed
+
+
+class DocumentTable:
+    """
+    The stored documents by id, in write order (the store deletes a document written again before it puts it).
+
+    :meth:`document` builds a new ``Document`` from the stored line each call; :meth:`metas` gives the filterable
+    meta of every document without building any.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, bytes] = {}
+        self._metas: dict[str, dict[str, Any]] = {}  # non-empty metas only, without spans
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._lines
+
+    def ids(self) -> list[str]:
+        return list(self._lines)
+
+    def lines(self) -> Iterable[bytes]:
+        """Every document's ``documents.jsonl`` line (without its newline), in write order."""
+        return self._lines.values()
+
+    def document(self, doc_id: str) -> Document:
+        """A new ``Document`` of the stored ``doc_id`` (``KeyError`` when not stored)."""
+        return document_from_line(self._lines[doc_id])
+
+    def meta_rows(self, ids: Iterable[str]) -> list[MetaRow]:
+        """The filterable meta of ``ids`` (shared with the table: read it, never change it)."""
+        metas = self._metas
+        return [MetaRow(i, metas.get(i, _EMPTY)) for i in ids]
+
+    def matching_meta(self, match: Any) -> list[str]:
+        """The ids whose meta ``match`` accepts, for a predicate that reads nothing but ``doc.meta`` (one row object
+        reused for every document: ``match`` must not keep it)."""
+        row = MetaRow("", _EMPTY)
+        metas, empty = self._metas, _EMPTY
+        out = []
+        for doc_id in self._lines:
+            row.meta = metas.get(doc_id, empty)
+            if match(row):
+                out.append(doc_id)
+        return out
+
+    def put(self, doc_id: str, line: bytes, meta: dict[str, Any]) -> None:
+        """Store ``line`` (see :func:`document_line`) for ``doc_id``: a new id goes last, a stored one keeps its
+        place. ``meta`` is the document's meta, kept (without spans) for filters: the table takes it over."""
+        self._lines[doc_id] = line
+        self._keep_meta(doc_id, meta)
+
+    def delete(self, doc_id: str) -> None:
+        del self._lines[doc_id]
+        self._metas.pop(doc_id, None)
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._metas.clear()
+
+    def _keep_meta(self, doc_id: str, meta: dict[str, Any]) -> None:
+        if SPANS_KEY in meta:
+            meta = {k: v for k, v in meta.items() if k != SPANS_KEY}
+        if meta:
+            self._metas[doc_id] = meta
+        else:
+            self._metas.pop(doc_id, None)
+
+    @classmethod
+    def from_jsonl(cls, data: bytes, where: str) -> tuple[DocumentTable, list[str], list[int | None]]:
+        """
+        The table of a ``documents.jsonl`` file, every line checked to be a Document.
+
+        :returns: The table (a repeated id keeps the last line: the caller compares the ids' count), the id of every
+            line and the number of spans each line's meta gives (``None``: no spans).
+        :raises DocumentStoreError: naming the first line that is not a Document.
+        """
+        lines = data.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        records = _parse_lines(lines, where)
+        table = cls()
+        ids: list[str] = []
+        spans: list[int | None] = []
+        table_lines, metas = table._lines, table._metas
+        for n, (line, fields) in enumerate(zip(lines, records, strict=True), 1):
+            meta = fields.get("meta") if type(fields) is dict else None
+            if _plain(fields):
+                doc_id = fields["id"]
+            else:
+                try:
+                    doc = Document.from_dict(fields)
+                except (ValueError, TypeError, KeyError, AttributeError) as e:
+                    msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
+                    raise DocumentStoreError(msg) from e
+                doc_id, meta = doc.id, doc.meta
+            ids.append(doc_id)
+            table_lines[doc_id] = line
+            if meta:
+                span_list = meta.pop(SPANS_KEY, None) if SPANS_KEY in meta else None
+                spans.append(None if span_list is None else (len(span_list) if type(span_list) is list else -1))
+                if meta:
+                    metas[doc_id] = meta
+            else:
+                spans.append(None)
+        return table, ids, spans
+
+
+def _plain(fields: Any) -> bool:
+    """Exactly what :func:`document_line` writes for a document of plain fields."""
+    return (
+        type(fields) is dict
+        and fields.keys() <= _PLAIN_FIELDS
+        and type(fields.get("id")) is str
+        and type(fields.get("meta", _EMPTY)) is dict
+        and (fields.get("content") is None or type(fields["content"]) is str)
+        and (fields.get("embedding") is None or type(fields["embedding"]) is list)
+    )
+
+
+def _parse_lines(lines: list[bytes], where: str) -> list[Any]:
+    """Every line parsed, by one JSON call over the whole file (as one array) where that works, else line by line
+    (naming the first bad line)."""
+    if not lines:
+        return []
+    try:
+        records = _json_loads(b"[" + b",".join(lines) + b"]")
+        if type(records) is list and len(records) == len(lines):
+            return records
+    except ValueError:
+        pass
+    records = []
+    for n, line in enumerate(lines, 1):
+        try:
+            records.append(_loads(line))
+        except ValueError as e:
+            msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
+            raise DocumentStoreError(msg) from e
+    return records
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return _json_loads(line)
+    except ValueError:  # NaN or an infinity in meta: written by json, which orjson does not read
+        return json.loads(line)
+
+
+def document_from_line(line: bytes) -> Document:
+    """A new ``Document`` from its stored line."""
+    fields = _loads(line)
+    if _plain(fields):
+        fields.setdefault("content", None)
+        fields.setdefault("meta", {})
+        fields.setdefault("embedding", None)
+        fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
+        doc = _new_document(Document)
+        _set_dict(doc, "__dict__", fields)  # the dict becomes the Document's own fields: no __init__, no tracking
+        return doc
+    return Document.from_dict(fields)
+
+
+def _document_dict(doc: Document) -> dict[str, Any]:
+    """``Document.to_dict(flatten=False)`` without ``dataclasses.asdict``'s deep recursion (5x faster); fields that
+    are ``None`` (blob, sparse embedding, score) are left out."""
+    data: dict[str, Any] = {"id": doc.id, "content": doc.content, "meta": doc.meta, "embedding": doc.embedding}
+    if doc.blob is not None:
+        data["blob"] = doc.blob.to_dict()
+    if doc.sparse_embedding is not None:
+        data["sparse_embedding"] = doc.sparse_embedding.to_dict()
+    return data
+
+
+def _json_default(value: Any) -> Any:
+    """numpy numbers as Python ones (an ``embedding`` given as a numpy array, a sparse embedding's values)."""
+    if isinstance(value, np.generic) and not isinstance(value, (np.datetime64, np.timedelta64, np.void)):
+        return value.item()
+    msg = f"Object of type {type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
+
+
+_DOCUMENT_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(..., default=) builds one per call
+
+
+def document_line(doc: Document) -> bytes:
+    """The stored (and saved) line of ``doc``, without its newline: its fields as JSON, the ``score`` left out.
+
+    :raises ValueError: naming the document, when a field cannot be written as JSON.
+    """
+    try:
+        return _DOCUMENT_ENCODER.encode(_document_dict(doc)).encode()
+    except (TypeError, ValueError, RecursionError) as e:
+        msg = f"Document {doc.id!r} cannot be stored: {e}."
+        raise ValueError(msg) from e
+
+
+def document_lines(documents: Iterable[Document]) -> Iterator[bytes]:
+    return (document_line(d) for d in documents)
+
+
+__all__ = ["DocumentTable", "MetaRow", "document_from_line", "document_line"]

@@ -1,0 +1,134 @@
+"""The FAISS store's document table: documents held as their saved JSON lines, invisible to the garbage collector."""
+
+import gc
+import math
+
+import numpy as np
+import pytest
+from haystack import Document
+
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.compiled_filters import reads_only_meta
+from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line
+from haystack_mvr.views import SPANS_KEY, attach_views
+
+
+def _documents(n: int, offset: int = 0) -> list[Document]:
+    rng = np.random.default_rng(offset)
+    out = []
+    for i in range(offset, offset + n):
+        views = rng.standard_normal((4, 8)).astype(np.float32)
+        doc = Document(id=f"d{i}", content="a b c d e f g h", meta={"page": i, "title": f"t{i % 7}", "ok": i % 2 == 0})
+        out.append(attach_views(doc, views, [(0, 1), (2, 3), (4, 5), None]))
+    return out
+
+
+def _tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+def test_stored_documents_add_no_objects_for_the_garbage_collector_to_traverse():
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    store.write_documents(_documents(10))  # the first write builds the view index
+    documents = _documents(3000, offset=10)
+    before = _tracked()
+    store.write_documents(documents)
+    del documents
+    grown = _tracked() - before
+    # a Document, its meta and its spans' lists were about ten tracked objects a document: 30,000 here
+    assert store.count_documents() == 3010
+    assert grown < 100
+
+
+def test_a_loaded_store_adds_no_objects_for_the_garbage_collector_to_traverse(tmp_path):
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    store.write_documents(_documents(3000))
+    store.save(tmp_path / "s")
+    before = _tracked()
+    loaded = FaissMultiViewDocumentStore(embedding_dim=8)
+    loaded.load(tmp_path / "s")
+    assert _tracked() - before < 200
+    assert loaded.filter_documents({"field": "meta.page", "operator": "==", "value": 7})[0].meta[SPANS_KEY] == [
+        [0, 1],
+        [2, 3],
+        [4, 5],
+        None,
+    ]
+
+
+def test_every_read_builds_a_new_document():
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    store.write_documents(_documents(3))
+    first = store.filter_documents()[0]
+    first.meta["title"] = "changed"
+    first.meta[SPANS_KEY][0][0] = 99
+    again = store.filter_documents()[0]
+    assert again.meta["title"] == "t0" and again.meta[SPANS_KEY][0] == [0, 1]
+    hit = store.search(np.ones(8, dtype=np.float32), top_k=3)[0]
+    hit.meta["page"] = -1
+    assert store.search(np.ones(8, dtype=np.float32), top_k=3)[0].meta["page"] != -1
+
+
+@pytest.mark.parametrize(
+    ("filters", "meta_only"),
+    [
+        ({"field": "meta.page", "operator": ">", "value": 3}, True),
+        ({"field": "meta.a.b", "operator": "==", "value": 3}, True),
+        ({"operator": "AND", "conditions": [{"field": "meta.page", "operator": "<", "value": 3}]}, True),
+        ({"operator": "NOT", "conditions": [{"field": "meta.x", "operator": "in", "value": [1]}]}, True),
+        ({"field": "content", "operator": "==", "value": "x"}, False),  # the document's own field
+        ({"field": "id", "operator": "==", "value": "d1"}, False),
+        ({"field": "page", "operator": "==", "value": 1}, False),  # a bare name: Haystack looks at fields first
+        ({"field": f"meta.{SPANS_KEY}", "operator": "==", "value": None}, False),  # not in the table's meta
+        ({"field": "meta.page", "operator": "~", "value": 1}, False),  # malformed: raises as Haystack does
+        ({"field": "meta.page", "operator": "=="}, False),
+        ({"operator": "XOR", "conditions": []}, False),
+        ({"operator": "AND", "conditions": "meta.page"}, False),
+    ],
+)
+def test_which_filters_read_only_the_tables_meta(filters, meta_only):
+    assert reads_only_meta(filters, skip=(SPANS_KEY,)) is meta_only
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"field": "meta.page", "operator": ">", "value": 2995},
+        {"field": "content", "operator": "==", "value": "a b c d e f g h"},
+        {"field": "id", "operator": "in", "value": ["d3", "d4", "nope"]},
+        {"field": f"meta.{SPANS_KEY}", "operator": "==", "value": None},
+    ],
+)
+def test_filters_on_meta_and_on_other_fields_agree_with_haystack(filters):
+    from haystack.utils.filters import document_matches_filter
+
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    store.write_documents(_documents(3000))
+    everything = store.filter_documents()
+    expected = [d.id for d in everything if document_matches_filter(filters, d)]
+    assert [d.id for d in store.filter_documents(filters)] == expected
+
+
+def test_meta_json_writes_as_nan_is_stored_read_and_saved(tmp_path):
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    doc = _documents(1)[0]
+    doc.meta["score_hint"] = math.nan
+    store.write_documents([doc])
+    assert math.isnan(store.filter_documents()[0].meta["score_hint"])
+    store.save(tmp_path / "s")
+    loaded = FaissMultiViewDocumentStore(embedding_dim=8)
+    loaded.load(tmp_path / "s")
+    assert math.isnan(loaded.filter_documents()[0].meta["score_hint"])
+
+
+def test_a_table_keeps_write_order_and_an_update_keeps_the_place():
+    table = DocumentTable()
+    for i in range(3):
+        doc = Document(id=f"d{i}", content="x", meta={"i": i})
+        table.put(doc.id, document_line(doc), dict(doc.meta))
+    table.put("d0", document_line(Document(id="d0", content="y", meta={"i": 9})), {"i": 9})
+    assert table.ids() == ["d0", "d1", "d2"] and table.document("d0").content == "y"
+    table.delete("d0")
+    table.put("d0", document_line(Document(id="d0", content="z")), {})
+    assert table.ids() == ["d1", "d2", "d0"] and table.meta_rows(["d0"])[0].meta == {}
