@@ -11,7 +11,9 @@ time one is read, so every caller gets a copy of its own.
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,6 +31,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _json_loads = json.loads
 
 _PLAIN_FIELDS = frozenset(("id", "content", "meta", "embedding"))
+_PLAIN_ORDER = ("id", "content", "meta", "embedding")
+_CONTENT_TYPES = frozenset((str, type(None)))
+_EMBEDDING_TYPES = frozenset((list, type(None)))
 _new_document = object.__new__
 _set_dict = object.__setattr__
 
@@ -121,38 +126,69 @@ class DocumentTable:
         The table of a ``documents.jsonl`` file, every line checked to be a Document.
 
         :returns: The table (a repeated id keeps the last line: the caller compares the ids' count), the id of every
-            line and the number of spans each line's meta gives (``None``: no spans).
+            line and the number of spans each line's meta gives (``None``: no spans; ``-1``: spans that are not a
+            list).
         :raises DocumentStoreError: naming the first line that is not a Document.
         """
         lines = data.split(b"\n")
         if lines and not lines[-1]:
             lines.pop()
         records = _parse_lines(lines, where)
+        columns = _plain_columns(records)
+        if columns is None:  # not only what document_line writes: each record on its own
+            ids, metas = _checked_records(records, where)
+        else:
+            ids, metas = columns
         table = cls()
-        ids: list[str] = []
-        spans: list[int | None] = []
-        table_lines, metas = table._lines, table._metas
-        for n, (line, fields) in enumerate(zip(lines, records, strict=True), 1):
-            meta = fields.get("meta") if type(fields) is dict else None
-            if _plain(fields):
-                doc_id = fields["id"]
-            else:
-                try:
-                    doc = Document.from_dict(fields)
-                except (ValueError, TypeError, KeyError, AttributeError) as e:
-                    msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
-                    raise DocumentStoreError(msg) from e
-                doc_id, meta = doc.id, doc.meta
-            ids.append(doc_id)
-            table_lines[doc_id] = line
-            if meta:
-                span_list = meta.pop(SPANS_KEY, None) if SPANS_KEY in meta else None
-                spans.append(None if span_list is None else (len(span_list) if type(span_list) is list else -1))
-                if meta:
-                    metas[doc_id] = meta
-            else:
-                spans.append(None)
+        table._lines = dict(zip(ids, lines, strict=True))
+        spans: list[int | None] = [None] * len(ids)
+        kept = table._metas
+        for n in itertools.compress(range(len(metas)), metas):  # documents with meta only
+            meta = metas[n]
+            if SPANS_KEY in meta:
+                given = meta.pop(SPANS_KEY)
+                spans[n] = None if given is None else (len(given) if type(given) is list else -1)
+                if not meta:
+                    continue
+            kept[ids[n]] = meta
         return table, ids, spans
+
+
+def _plain_columns(records: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The ids and metas of ``records`` when every one is exactly what :func:`document_line` writes for a document of
+    plain fields (checked a column at a time, at C speed: a load of 125k documents spends 20 ms here, not 300);
+    ``None`` otherwise."""
+    if not records or set(map(type, records)) != {dict} or set(map(len, records)) != {len(_PLAIN_FIELDS)}:
+        return None
+    try:  # a column at a time: no tuple a record (new tracked objects would set off the garbage collector)
+        ids, contents, metas, embeddings = (list(map(operator.itemgetter(f), records)) for f in _PLAIN_ORDER)
+    except KeyError:
+        return None
+    if (
+        set(map(type, ids)) != {str}
+        or set(map(type, metas)) != {dict}
+        or not set(map(type, contents)) <= _CONTENT_TYPES
+        or not set(map(type, embeddings)) <= _EMBEDDING_TYPES
+    ):
+        return None
+    return ids, metas
+
+
+def _checked_records(records: list[Any], where: str) -> tuple[list[str], list[dict[str, Any]]]:
+    ids, metas = [], []
+    for n, fields in enumerate(records, 1):
+        if _plain(fields):
+            ids.append(fields["id"])
+            metas.append(fields.get("meta") or {})
+            continue
+        try:
+            doc = Document.from_dict(fields)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            msg = f"{where} is corrupt: documents.jsonl line {n} is not a Document ({type(e).__name__})."
+            raise DocumentStoreError(msg) from e
+        ids.append(doc.id)
+        metas.append(doc.meta)
+    return ids, metas
 
 
 def _plain(fields: Any) -> bool:
