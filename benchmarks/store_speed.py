@@ -564,6 +564,16 @@ def part_memory(args, pools) -> None:
             f"{r['index_bytes_per_view']:.1f} | {r['content_bytes_per_view']:.0f} | "
             f"{'<= 250' if r['store'] else '-'} |"
         )
+    alone = by_name["the same documents, no store"]["resident_bytes_per_view_after_gc"]
+    lines += [
+        "",
+        "The store's share after gc (resident with the store minus the same documents written nowhere, which leaves "
+        "the caller's freed temporaries in glibc's heap either way): "
+        + ", ".join(
+            f"{r['name']} {r['resident_bytes_per_view_after_gc'] - alone:+.0f} B/view" for r in rows if r["store"]
+        )
+        + ".",
+    ]
     if spans_cost:
         lines += [
             "",
@@ -574,6 +584,9 @@ def part_memory(args, pools) -> None:
     result = {
         "rows": rows,
         "spans_and_content_bytes_per_view": spans_cost,
+        "store_share_bytes_per_view_after_gc": {
+            r["name"]: r["resident_bytes_per_view_after_gc"] - alone for r in rows if r["store"]
+        },
         "thread_pools": pools,
         "machine": machine_info(),
         "load_average": loads,

@@ -132,3 +132,14 @@ def test_a_table_keeps_write_order_and_an_update_keeps_the_place():
     table.delete("d0")
     table.put("d0", document_line(Document(id="d0", content="z")), {})
     assert table.ids() == ["d1", "d2", "d0"] and table.meta_rows(["d0"])[0].meta == {}
+
+
+def test_the_store_keeps_its_own_copy_of_each_id():
+    """The caller's id string sits among the document's freed floats; kept, it would keep their memory resident."""
+    store = FaissMultiViewDocumentStore(embedding_dim=8)
+    documents = [*_documents(2), Document(id="é-plain", content="no vectors")]
+    store.write_documents(documents)
+    kept = store._documents.ids()
+    assert kept == [d.id for d in documents]
+    assert all(k is not d.id for k, d in zip(kept, documents, strict=True))
+    assert all(k in store._key_of for k in kept)

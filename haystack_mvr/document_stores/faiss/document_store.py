@@ -28,7 +28,7 @@ from haystack_mvr.document_stores.checks import (
 )
 from haystack_mvr.document_stores.compiled_filters import compile_filter, reads_only_meta
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
-from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line
+from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line, stored_id
 from haystack_mvr.document_stores.faiss.view_index import (
     MAX_VIEWS,
     NON_FINITE,
@@ -84,7 +84,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
       the Python numbers they hold.
 
     Many views per document: memory is per view (a Flat or HNSW row is ``4·d`` bytes plus its 8-byte label, a PQ
-    row its code; the Python side holds one count per document), and a search's working memory does not grow with
+    row its code; the Python side holds one count per document, and each document as its saved JSON line, built into
+    a new ``Document`` whenever one is returned: ``DocumentTable``), and a search's working memory does not grow with
     the views of the documents it finds. When one document owns most of the best rows, the FAISS search widens
     (doubling its depth, up to the whole index) until ``top_k`` distinct documents are found, on every index type.
 
@@ -291,7 +292,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             dims = prepared.dim
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
-            ids = list(batch)
+            ids = [stored_id(i) for i in batch]
             new_keys = list(itertools.islice(self._next_key, len(ids)))
             with_views = [(k, doc, v) for k, (doc, v) in zip(new_keys, batch.values(), strict=True) if v is not None]
             if with_views:
@@ -307,7 +308,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self._key_of.update(zip(ids, new_keys, strict=True))
             self._id_of.update(zip(new_keys, ids, strict=True))
             table = self._documents
-            for line, (doc_id, (doc, _)) in zip(lines, batch.items(), strict=True):
+            for line, doc_id, (doc, _) in zip(lines, ids, batch.values(), strict=True):
                 table.put(doc_id, line, doc.meta)
             return len(batch)
 

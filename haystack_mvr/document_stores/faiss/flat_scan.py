@@ -91,6 +91,7 @@ class DocumentScan:
             self.order = np.argsort(keys, kind="stable")
             keys = keys[self.order]
         self.starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        self.bounds = np.r_[self.starts, len(keys)]  # document i's rows: bounds[i]:bounds[i + 1] (made once)
         self.keys = keys[self.starts]
         self.rows = rows
         self._coarse: faiss.IndexScalarQuantizer | None = None  # the float16 copy, made by _two_pass
@@ -106,7 +107,7 @@ class DocumentScan:
         if self._position is None:
             self._position = dict(zip(self.keys.tolist(), range(len(self.keys)), strict=True))
         at = [self._position[k] for k in keys.tolist()]
-        ends = np.r_[self.starts, len(self.rows)]
+        ends = self.bounds
         return np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in at])
 
     def best(self, query: np.ndarray) -> np.ndarray:
@@ -134,7 +135,7 @@ class DocumentScan:
                 rounding = _ROUNDING * np.linalg.norm(chunk, axis=1).max()
                 self._error = max(self._error, float(error + rounding))
                 coarse.add_sa_codes(codes)
-            self._document_of = np.repeat(np.arange(len(self.starts)), np.diff(np.r_[self.starts, len(rows)]))
+            self._document_of = np.repeat(np.arange(len(self.starts)), np.diff(self.bounds))
             self._coarse = coarse
         return self._coarse
 
@@ -182,7 +183,7 @@ class DocumentScan:
         lower = upper - eps
         threshold = np.partition(lower, len(lower) - n_best)[len(lower) - n_best]
         candidates = documents[np.maximum(upper, floor) + eps >= threshold]
-        ends = np.r_[self.starts, n]
+        ends = self.bounds
         rows = np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in candidates.tolist()])
         scores = np.empty(len(rows), dtype=np.float32)
         ptr = faiss.swig_ptr
