@@ -1,4 +1,4 @@
-"""Metadata filter evaluation: Haystack's ``document_matches_filter`` per document vs ``compile_filter``.
+"""Metadata filter evaluation: Haystack's ``document_matches_filter`` per document vs ``compile_filter`` vs the store.
 
     OMP_NUM_THREADS=1 python -m benchmarks.store_filter_eval            # ~2 min on 2 shared cores
     python -m benchmarks.store_filter_eval --docs 20000 --reps 3      # a quick look
@@ -7,7 +7,10 @@ The FAISS store evaluates a filter over every stored document for each filtered 
 call. 125,000 seeded documents with realistic meta (``bucket`` int, ``category`` string, ``price`` float, ``date``
 ISO day, ``updated`` ISO timestamp (all but unique), ``rating`` present for half of them); each filter is evaluated
 over all of them both ways, interleaved (the compiled side includes compiling the filter, as the store does per
-call); medians with the inter-quartile spread; the matched ids must be identical.
+call), and by a ``FaissMultiViewDocumentStore`` holding the same documents (``count_documents_by_filter``: its
+document table keeps each document as a JSON line and its meta decoded, so a filter on ``meta`` fields reads the
+meta and a filter on ``content`` builds every document); medians with the inter-quartile spread; the matched ids
+(the store: their count) must be identical.
 Writes ``benchmarks/results/store_filter_eval.{json,md}``.
 """
 
@@ -86,6 +89,7 @@ FILTERS = {
     },
     "sometimes missing": cond("rating", ">", 0.8),
     "NOT": {"operator": "NOT", "conditions": [cond("category", "not in", CATEGORIES[:2])]},
+    "content (not meta: the store builds every document)": {"field": "content", "operator": "==", "value": "x"},
 }
 
 
@@ -105,14 +109,23 @@ def main() -> None:
     args = parser.parse_args()
     log(f"building {args.docs:,} documents")
     docs = documents(args.docs)
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    store = FaissMultiViewDocumentStore()
+    store.write_documents(docs)
     loads = [os.getloadavg()[0]]
     rows = {}
     for name, filters in FILTERS.items():
         expected = haystack_ids(filters, docs)
         assert compiled_ids(filters, docs) == expected, name
-        times: dict[str, list[float]] = {"haystack": [], "compiled": []}
+        assert store.count_documents_by_filter(filters) == len(expected), name
+        times: dict[str, list[float]] = {"haystack": [], "compiled": [], "store": []}
         for rep in range(args.reps):
-            order = [("haystack", haystack_ids), ("compiled", compiled_ids)]
+            order = [
+                ("haystack", haystack_ids),
+                ("compiled", compiled_ids),
+                ("store", lambda f, _: store.count_documents_by_filter(f)),
+            ]
             for side, fn in order if rep % 2 == 0 else order[::-1]:
                 t = time.perf_counter()
                 fn(filters, docs)
@@ -123,37 +136,40 @@ def main() -> None:
             "matching": len(expected),
             "haystack": stats(times["haystack"]),
             "compiled": stats(times["compiled"]),
+            "store": stats(times["store"]),
         }
         row["speedup"] = row["haystack"]["p50_ms"] / row["compiled"]["p50_ms"]
         rows[name] = row
         log(
             f"{name}: {len(expected):,} matching, haystack {row['haystack']['p50_ms']:.1f} ms, "
-            f"compiled {row['compiled']['p50_ms']:.1f} ms, {row['speedup']:.1f}x"
+            f"compiled {row['compiled']['p50_ms']:.1f} ms, {row['speedup']:.1f}x, store {row['store']['p50_ms']:.1f} ms"
         )
 
     def ms(s: dict) -> str:
         return f"{s['p50_ms']:.1f} ({s['p25_ms']:.1f}-{s['p75_ms']:.1f})"
 
     lines = [
-        "# Metadata filter evaluation: `document_matches_filter` vs `compile_filter`",
+        "# Metadata filter evaluation: `document_matches_filter` vs `compile_filter` vs the FAISS store",
         "",
         f"{args.docs:,} documents (meta: `bucket` int, `category` one of 20 strings, `price` float, `date` ISO "
         "day out of 1,000, `updated` ISO timestamp (all but unique), `rating` float on half of them); each filter "
         "evaluated over every document, "
         f"{args.reps} interleaved repetitions, one thread. The compiled side includes compiling the filter (the store "
-        "compiles once per call); both sides return the same ids for every filter.",
+        "compiles once per call); both sides return the same ids for every filter. The store: "
+        "`FaissMultiViewDocumentStore.count_documents_by_filter` over the same documents (no vectors), the same count.",
         "",
         f"Machine: {os.cpu_count()} shared cores, Python {platform.python_version()}, 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} during the run (other jobs beside it): compare within a row.",
         "",
-        "| filter | matching docs | `document_matches_filter` p50 ms (IQR) | compiled p50 ms (IQR) | speedup |",
-        "|---|---:|---:|---:|---:|",
+        "| filter | matching docs | `document_matches_filter` p50 ms (IQR) | compiled p50 ms (IQR) | speedup "
+        "| store p50 ms (IQR) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, row in rows.items():
         share = 100 * row["matching"] / args.docs
         lines.append(
             f"| {name} | {row['matching']:,} ({share:.2g}%) | {ms(row['haystack'])} | {ms(row['compiled'])} "
-            f"| {row['speedup']:.1f}x |"
+            f"| {row['speedup']:.1f}x | {ms(row['store'])} |"
         )
     print("\n".join(lines))
     result = {

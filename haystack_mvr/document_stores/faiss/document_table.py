@@ -62,7 +62,8 @@ class DocumentTable:
 
     def __init__(self) -> None:
         self._lines: dict[str, bytes] = {}
-        self._metas: dict[str, dict[str, Any]] = {}  # non-empty metas only, without spans
+        # every document's meta without spans (the one shared empty dict for none), in the same order as _lines
+        self._metas: dict[str, dict[str, Any]] = {}
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -84,16 +85,15 @@ class DocumentTable:
     def meta_rows(self, ids: Iterable[str]) -> list[MetaRow]:
         """The filterable meta of ``ids`` (shared with the table: read it, never change it)."""
         metas = self._metas
-        return [MetaRow(i, metas.get(i, _EMPTY)) for i in ids]
+        return [MetaRow(i, metas[i]) for i in ids]
 
     def matching_meta(self, match: Any) -> list[str]:
         """The ids whose meta ``match`` accepts, for a predicate that reads nothing but ``doc.meta`` (one row object
         reused for every document: ``match`` must not keep it)."""
         row = MetaRow("", _EMPTY)
-        metas, empty = self._metas, _EMPTY
         out = []
-        for doc_id in self._lines:
-            row.meta = metas.get(doc_id, empty)
+        for doc_id, meta in self._metas.items():
+            row.meta = meta
             if match(row):
                 out.append(doc_id)
         return out
@@ -106,7 +106,7 @@ class DocumentTable:
 
     def delete(self, doc_id: str) -> None:
         del self._lines[doc_id]
-        self._metas.pop(doc_id, None)
+        del self._metas[doc_id]
 
     def clear(self) -> None:
         self._lines.clear()
@@ -115,10 +115,7 @@ class DocumentTable:
     def _keep_meta(self, doc_id: str, meta: dict[str, Any]) -> None:
         if SPANS_KEY in meta:
             meta = {k: v for k, v in meta.items() if k != SPANS_KEY}
-        if meta:
-            self._metas[doc_id] = meta
-        else:
-            self._metas.pop(doc_id, None)
+        self._metas[doc_id] = meta or _EMPTY
 
     @classmethod
     def from_jsonl(cls, data: bytes, where: str) -> tuple[DocumentTable, list[str], list[int | None]]:
@@ -142,15 +139,12 @@ class DocumentTable:
         table = cls()
         table._lines = dict(zip(ids, lines, strict=True))
         spans: list[int | None] = [None] * len(ids)
-        kept = table._metas
         for n in itertools.compress(range(len(metas)), metas):  # documents with meta only
             meta = metas[n]
             if SPANS_KEY in meta:
                 given = meta.pop(SPANS_KEY)
                 spans[n] = None if given is None else (len(given) if type(given) is list else -1)
-                if not meta:
-                    continue
-            kept[ids[n]] = meta
+        table._metas = dict(zip(ids, [meta or _EMPTY for meta in metas], strict=True))
         return table, ids, spans
 
 
