@@ -1,4 +1,4 @@
-"""Long documents tokenized in blocks and streamed pass by pass: the same tokens, windows and views as the whole text."""
+"""Long documents tokenized in blocks and streamed pass by pass: the whole text's tokens, windows and views."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def mixed_text(n: int, seed: int) -> str:
     pieces = [
         "Dr. Smith met the U.S. envoy at 3.15 p.m. on Jan. 5, 1987.",
         "Café crème coûte 2,50 € — naïve façade!",
-        "東京は日本の首都です。大阪も大きい！",
+        "東京は日本の首都です。大阪も大きい\uff01",
         "Is it (really) true?! Yes... maybe.",
         "unbelievablyunrecognisablecompoundwords and hyphen-ated-ones.",
         " ".join(f"word{i}" for i in range(400)) + ".",
