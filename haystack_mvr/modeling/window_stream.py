@@ -95,8 +95,8 @@ def plan_document(transformer: SnippetTransformer, views: SnippetViews, text: st
     """The windows and views of ``text`` exactly as the whole-text tokenization gives them, tokenized in blocks."""
     tokenizer = transformer.tokenizer
     half = max(1, capacity // 2)
-    short_piece = transformer.piece_tokens(0, half)  # the piece of a paragraph, and of a long document:
-    long_piece = transformer.piece_tokens(10**12, half)
+    # a long sentence's pieces depend on the document's token count, known only after the last block: both kinds
+    short_piece, long_piece = transformer.piece_tokens(0, half), transformer.piece_tokens(10**12, half)
     spans = sentence_spans(text)
     blocks = sentence_blocks(spans, len(text), BLOCK_CHARS)
     short: list[tuple[int, int, int, int]] = []
