@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -75,6 +76,26 @@ def pooling_weights(n: int, pooling: str = "mean") -> Tensor:
     if pooling == "weightedmean":
         ramp = torch.arange(1, n + 1, dtype=torch.float32)
         return ramp / ramp.sum()
+    msg = f"Unknown pooling {pooling!r}."
+    raise ValueError(msg)
+
+
+def pooling_weights_at(positions: np.ndarray, n: int, pooling: str = "mean") -> np.ndarray:
+    """
+    :func:`pooling_weights` ``(n, pooling)`` at ``positions`` only (float32), so a long text's weights are taken a
+    window at a time, never for all its tokens at once.
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    if pooling == "mean":
+        return np.full(len(positions), 1.0 / n, dtype=np.float32)
+    if pooling == "cls":
+        return (positions == 0).astype(np.float32)
+    if pooling == "lasttoken":
+        return (positions == n - 1).astype(np.float32)
+    if pooling == "mean_sqrt_len_tokens":
+        return np.full(len(positions), n**-0.5, dtype=np.float32)
+    if pooling == "weightedmean":
+        return ((positions + 1) / (n * (n + 1) / 2)).astype(np.float32)
     msg = f"Unknown pooling {pooling!r}."
     raise ValueError(msg)
 

@@ -55,6 +55,7 @@ from haystack_mvr.modeling.st_modules import (
     multi_view_config,
     sync_snippet_options,
 )
+from haystack_mvr.modeling.window_stream import SORT_PASSES, encode_long_documents
 from haystack_mvr.validation import check_positive_int
 
 # A rough, generous characters-per-token for grouping long documents by the windows they will need (English
@@ -244,10 +245,11 @@ class MultiVectorEncoderAdapter:
     ) -> list[dict[str, Any]]:
         """
         Snippet mode. Documents estimated (from their length in characters) to fit one window go through in
-        ``batch_size`` batches, as sentence-transformers batches them; longer ones in groups of about ``batch_size``
-        windows, whose windows are streamed through the backbone ``batch_size`` at a time and pooled into the views
-        as they come (:meth:`_encode_streamed`): the token states held at once are those of ``batch_size`` windows,
-        however long a document is. The estimate only decides the batching: the views are the same either way.
+        ``batch_size`` batches, as sentence-transformers batches them; longer ones in groups of about
+        ``SORT_PASSES * batch_size`` windows, streamed through the backbone ``batch_size`` windows a pass, longest
+        first, and pooled into the views as they come (:meth:`_encode_streamed`): what is held at once is a few
+        passes of token ids and one pass of token states, however long a document is. The estimate only decides
+        the batching: the views are the same either way.
         """
         window_chars = CHARS_PER_TOKEN * transformer.document_max_length()
         windows = [max(1, -(-len(t) // window_chars)) for t in texts]
@@ -265,7 +267,7 @@ class MultiVectorEncoderAdapter:
                 out[i] = item
         groups, current, load = [], [], 0
         for i in sorted((i for i, w in enumerate(windows) if w > 1), key=lambda i: -windows[i]):
-            if current and load + windows[i] > batch_size:
+            if current and load + windows[i] > SORT_PASSES * batch_size:
                 groups.append(current)
                 current, load = [], 0
             current.append(i)
@@ -279,10 +281,10 @@ class MultiVectorEncoderAdapter:
 
     def _encode_streamed(self, texts: list[str], batch_size: int) -> list[dict[str, Any]]:
         """
-        ``encode_document`` for documents of several windows, without the token states of all their windows at
-        once: ``SnippetTransformer.window_passes`` reads ``batch_size`` windows a pass and ``SnippetViews.pool_passes``
-        adds each pass into the views (the same views as the whole forward pass, up to float rounding). A model
-        whose document modules are not exactly these two goes through ``encode_document``.
+        ``encode_document`` for documents of several windows, in memory bounded by the window batch
+        (:func:`~haystack_mvr.modeling.window_stream.encode_long_documents`: the same views as the whole forward
+        pass, up to float rounding). A model whose document modules are not exactly ``SnippetTransformer`` and
+        ``SnippetViews`` goes through ``encode_document``.
         """
         modules = document_modules(self.model)
         if (
@@ -297,12 +299,7 @@ class MultiVectorEncoderAdapter:
         )
         self.model.eval()
         with torch.inference_mode():
-            features = self.model.preprocess(texts, prompt=prompt, task="document")
-            features = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-            passes = transformer.window_passes(features, batch_size, task="document")
-            pooled = views.pool_passes(features, passes)
-        keys = ("token_embeddings", "attention_mask", SPANS)
-        return [{key: pooled[key][b] for key in keys} for b in range(len(texts))]
+            return encode_long_documents(transformer, views, texts, batch_size, prompt=prompt, device=self.device)
 
     @torch.inference_mode()
     def viewer_attention(self, texts: list[str]) -> list[np.ndarray]:

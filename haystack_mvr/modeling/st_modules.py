@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -131,7 +131,8 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     (:func:`haystack_mvr.modeling.windows.plan_windows`); a document that fits is one window, exactly as
     ``Transformer`` reads it. Every window of a batch goes through the same batched forward passes, at most
     ``max(documents in the batch, 32)`` windows a pass (:meth:`window_passes`; ``MultiVectorEncoderAdapter`` streams
-    them instead, pooling each pass as it comes). Besides the backbone inputs (one row per window) it writes:
+    long documents instead, :mod:`haystack_mvr.modeling.window_stream`). Besides the backbone inputs (one row per
+    window) it writes:
 
     - ``mvr_windows`` ``(W, 6)`` long: per window row ``(first, start, end, home_start, home_end, prefix)``:
       ``first`` is 1 on a document's first window (a document's windows are consecutive rows), the window reads
@@ -207,18 +208,30 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
     def preprocess(self, inputs, prompt: str | None = None, processing_kwargs=None, **kwargs) -> dict[str, Any]:
         if kwargs.get("task") == "query" or not inputs or not all(isinstance(text, str) for text in inputs):
             return super().preprocess(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
-        texts = [(prompt or "") + text for text in inputs]
+        return self.windowed_features(
+            self.document_texts(inputs, prompt), self.document_max_length(kwargs.get("max_length"))
+        )
+
+    def document_texts(self, texts: Iterable[str], prompt: str | None = None) -> list[str]:
+        """The texts as the tokenizer reads them: after the prompt, lower-cased where the model says so."""
+        texts = [(prompt or "") + text for text in texts]
         if getattr(self, "do_lower_case", False):
             texts = [text.lower() for text in texts]
-        return self.windowed_features(texts, self.document_max_length(kwargs.get("max_length")))
+        return texts
 
-    def windowed_features(self, texts: list[str], max_length: int) -> dict[str, Any]:
-        """Backbone inputs (one row per window) with ``mvr_windows`` and ``mvr_sentences`` for ``texts``."""
+    def content_capacity(self, max_length: int) -> int:
+        """Content tokens a window of ``max_length`` tokens holds beside the special tokens."""
         prefix, suffix = self._specials()
         capacity = max_length - len(prefix) - len(suffix)
         if capacity < 2:
             msg = f"A window of {max_length} tokens leaves no room for text after the special tokens."
             raise ValueError(msg)
+        return capacity
+
+    def windowed_features(self, texts: list[str], max_length: int) -> dict[str, Any]:
+        """Backbone inputs (one row per window) with ``mvr_windows`` and ``mvr_sentences`` for ``texts``."""
+        prefix, suffix = self._specials()
+        capacity = self.content_capacity(max_length)
         half = max(1, capacity // 2)
         if getattr(self.tokenizer, "is_fast", False):  # offsets kept in the encodings, no conversion to lists
             encoded = self.tokenizer(
@@ -286,7 +299,8 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         first so that each pass is padded only to its own longest row (a document's short last window costs its own
         tokens, as sorted batching gives sentence-transformers' ``encode``). Yields each pass's row indices and
         their token states ``(rows, longest row, d)``: the caller decides whether to keep them
-        (:meth:`forward`) or pool them as they come (:meth:`SnippetViews.pool_passes`).
+        (:meth:`forward`). Inference streams long documents without it, in bounded memory
+        (:mod:`haystack_mvr.modeling.window_stream`).
         """
         output = self.module_output_name or "token_embeddings"
         backbone = {k: v for k, v in features.items() if k not in _EXTRA_FEATURES}
@@ -315,13 +329,27 @@ def sentence_units(
     character spans), a sentence longer than ``longest`` tokens cut into equal pieces of at most ``piece`` tokens
     (default ``longest``).
     """
+    return units_of_spans(sentence_spans(text), offsets, longest, piece)
+
+
+def units_of_spans(
+    spans: Iterable[tuple[int, int]],
+    offsets: Sequence[tuple[int, int]],
+    longest: int,
+    piece: int | None = None,
+    first_token: int = 0,
+) -> list[tuple[int, int, int, int]]:
+    """
+    :func:`sentence_units` of the sentences ``spans`` whose tokens are ``offsets`` (all of them: a block of whole
+    sentences may be tokenized alone), token positions counted from ``first_token``.
+    """
     piece = longest if piece is None else min(piece, longest)
     token_starts = [o[0] for o in offsets]
     units = []
-    for s, e in sentence_spans(text):
+    for s, e in spans:
         lo, hi = bisect_left(token_starts, s), bisect_left(token_starts, e)
         if hi - lo <= longest:
-            units.append((s, e, lo, hi))
+            units.append((s, e, first_token + lo, first_token + hi))
             continue
         parts = -(-(hi - lo) // piece)
         bounds = [lo + (hi - lo) * p // parts for p in range(parts + 1)]
@@ -329,7 +357,7 @@ def sentence_units(
             a, b = bounds[p], bounds[p + 1]
             char_start = s if p == 0 else offsets[a][0]
             char_end = e if p == parts - 1 else offsets[b][0]
-            units.append((char_start, char_end, a, b))
+            units.append((char_start, char_end, first_token + a, first_token + b))
     return units
 
 
@@ -422,41 +450,6 @@ class SnippetViews(Module):
         target = torch.from_numpy(views_of).to(states.device)
         views = torch.zeros(num_docs * num_views, states.shape[-1], device=states.device, dtype=states.dtype)
         views = views.index_add(0, target, flat_states[index] * scale[:, None])
-        return self._finish(features, views.reshape(num_docs, num_views, -1), views_of, spans)
-
-    def pool_passes(self, features: dict[str, Any], passes: Iterable[tuple[Tensor, Tensor]]) -> dict[str, Any]:
-        """
-        :meth:`forward` for documents whose token states come pass by pass
-        (:meth:`SnippetTransformer.window_passes`): each pass's states are added into the views (float32 sums, on
-        the states' device) and dropped, so no tensor ever holds more than one pass's states, whatever the
-        documents' length. ``features`` are :meth:`SnippetTransformer.preprocess`'s, without token states.
-        """
-        mask = features["attention_mask"]
-        rows, width = int(mask.shape[0]), int(mask.shape[1])
-        windows, sentences = features.pop(WINDOWS), features.pop(SENTENCES)
-        views_of, flat, weights, spans = self._layout(windows.tolist(), sentence_rows(sentences), width, mask)
-        num_docs, num_views = spans.shape[0], spans.shape[1]
-        # the (view, token, weight) triples grouped by window row, so a pass takes its rows' triples by slicing
-        row_of = flat // width
-        by_row = np.argsort(row_of, kind="stable")
-        bounds = np.searchsorted(row_of[by_row], np.arange(rows + 1))
-        position = np.empty(rows, dtype=np.int64)  # a row's place in its pass
-        views: Tensor | None = None
-        for picked, states in passes:
-            picked_rows = picked.cpu().numpy()
-            taken = np.concatenate([by_row[bounds[r] : bounds[r + 1]] for r in picked_rows])
-            position[picked_rows] = np.arange(len(picked_rows))
-            index = position[row_of[taken]] * states.shape[1] + flat[taken] % width
-            device = states.device
-            if views is None:
-                dtype = torch.promote_types(states.dtype, torch.float32)
-                views = torch.zeros(num_docs * num_views, states.shape[-1], device=device, dtype=dtype)
-            part = states.reshape(-1, states.shape[-1])[torch.from_numpy(index).to(device)].to(views.dtype)
-            scale = torch.from_numpy(weights[taken]).to(device=device, dtype=views.dtype)
-            views.index_add_(0, torch.from_numpy(views_of[taken]).to(device), part * scale[:, None])
-        if views is None:
-            msg = "pool_passes got no forward passes."
-            raise ValueError(msg)
         return self._finish(features, views.reshape(num_docs, num_views, -1), views_of, spans)
 
     def _finish(self, features: dict[str, Any], views: Tensor, views_of: np.ndarray, spans: np.ndarray) -> dict:

@@ -153,17 +153,15 @@ def test_streamed_windows_give_the_views_of_one_whole_forward_pass(narrow, batch
 
 def test_a_long_document_holds_only_one_pass_of_token_states(narrow, monkeypatch):
     """The streamed path never asks the backbone for more than batch_size windows at once."""
-    from haystack_mvr.modeling.st_modules import SnippetTransformer
-
+    backbone = narrow.model[0].auto_model
     seen = []
-    original = SnippetTransformer.window_passes
+    original = type(backbone).forward
 
-    def counting(self, features, rows_per_pass, **kwargs):
-        for rows, states in original(self, features, rows_per_pass, **kwargs):
-            seen.append(states.shape[0])
-            yield rows, states
+    def counting(self, *args, **kwargs):
+        seen.append(kwargs["input_ids"].shape[0])
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(SnippetTransformer, "window_passes", counting)
+    monkeypatch.setattr(type(backbone), "forward", counting)
     narrow.encode_documents([sentences(200, seed=8)], batch_size=4)
     assert len(seen) > 10 and max(seen) == 4
 
