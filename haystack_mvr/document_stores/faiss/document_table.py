@@ -23,7 +23,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.views import SPANS_KEY
 
-try:  # optional: 3-4x faster than json on these lines; the same values (lines that fail are read again by json)
+try:  # a dependency, 3-4x faster than json on these lines; the same values (lines it refuses are read by json)
     import orjson
 
     _json_loads = orjson.loads
