@@ -60,24 +60,12 @@ def _pad(rows: list[list[int]], value: int) -> Tensor:
 
 def pooling_weights(n: int, pooling: str = "mean") -> Tensor:
     """
-    ``(n,)`` weights that pool ``n`` token states as sentence-transformers' ``Pooling`` module does.
+    ``(n,)`` float32 weights that pool ``n`` token states as sentence-transformers' ``Pooling`` module does.
 
     ``mean``: ``1/n``; ``cls``: the first token; ``lasttoken``: the last; ``mean_sqrt_len_tokens``: ``1/sqrt(n)``;
     ``weightedmean``: token ``j`` weighs ``j + 1`` (normalised).
     """
-    if pooling == "mean":
-        return torch.full((n,), 1.0 / n)
-    if pooling == "cls":
-        return torch.nn.functional.one_hot(torch.tensor(0), n).float()
-    if pooling == "lasttoken":
-        return torch.nn.functional.one_hot(torch.tensor(n - 1), n).float()
-    if pooling == "mean_sqrt_len_tokens":
-        return torch.full((n,), n**-0.5)
-    if pooling == "weightedmean":
-        ramp = torch.arange(1, n + 1, dtype=torch.float32)
-        return ramp / ramp.sum()
-    msg = f"Unknown pooling {pooling!r}."
-    raise ValueError(msg)
+    return torch.from_numpy(pooling_weights_at(np.arange(n), n, pooling))
 
 
 def pooling_weights_at(positions: np.ndarray, n: int, pooling: str = "mean") -> np.ndarray:
@@ -95,7 +83,7 @@ def pooling_weights_at(positions: np.ndarray, n: int, pooling: str = "mean") -> 
     if pooling == "mean_sqrt_len_tokens":
         return np.full(len(positions), n**-0.5, dtype=np.float32)
     if pooling == "weightedmean":
-        return ((positions + 1) / (n * (n + 1) / 2)).astype(np.float32)
+        return (positions + 1).astype(np.float32) / np.float32(n * (n + 1) // 2)
     msg = f"Unknown pooling {pooling!r}."
     raise ValueError(msg)
 

@@ -233,16 +233,7 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         prefix, suffix = self._specials()
         capacity = self.content_capacity(max_length)
         half = max(1, capacity // 2)
-        if getattr(self.tokenizer, "is_fast", False):  # offsets kept in the encodings, no conversion to lists
-            encoded = self.tokenizer(
-                texts, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
-            )
-            rows_of = ((e.ids, e.offsets) for e in encoded.encodings)
-        else:
-            encoded = self.tokenizer(
-                texts, add_special_tokens=False, truncation=False, return_offsets_mapping=True, verbose=False
-            )
-            rows_of = zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
+        rows_of = tokens_with_offsets(self.tokenizer, texts)
         rows: list[list[int]] = []
         windows: list[tuple[int, int, int, int, int, int]] = []
         sentences: list[list[tuple[int, int, int, int]]] = []
@@ -254,6 +245,13 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
                 rows.append([*prefix, *ids[window.start : window.end], *suffix])
                 windows.append((int(k == 0), window.start, window.end, window.home_start, window.home_end, len(prefix)))
                 sentences.append(units[k * per_row : (k + 1) * per_row])
+        features = self.backbone_features(rows)
+        features[WINDOWS] = torch.tensor(windows, dtype=torch.long).reshape(len(rows), 6)
+        features[SENTENCES] = sentences_tensor(sentences)
+        return features
+
+    def backbone_features(self, rows: list[list[int]]) -> dict[str, Any]:
+        """The backbone's inputs for window rows of token ids (special tokens included), padded to the longest."""
         width = max(map(len, rows))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = np.full((len(rows), width), pad, dtype=np.int64)
@@ -268,8 +266,6 @@ class SnippetTransformer(_BackboneWithoutPooler, Transformer):
         if "token_type_ids" in getattr(self.tokenizer, "model_input_names", ()):
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         features["modality"] = "text"
-        features[WINDOWS] = torch.tensor(windows, dtype=torch.long).reshape(len(rows), 6)
-        features[SENTENCES] = sentences_tensor(sentences)
         return features
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -330,6 +326,17 @@ def sentence_units(
     (default ``longest``).
     """
     return units_of_spans(sentence_spans(text), offsets, longest, piece)
+
+
+def tokens_with_offsets(tokenizer, texts: list[str]) -> Iterator[tuple[Sequence[int], Sequence[tuple[int, int]]]]:
+    """Each text's token ids and character offsets, without special tokens (a fast tokenizer's offsets are read from
+    its encodings, not converted to lists)."""
+    options = {"add_special_tokens": False, "truncation": False, "verbose": False}
+    if getattr(tokenizer, "is_fast", False):
+        encoded = tokenizer(texts, return_attention_mask=False, **options)
+        return ((e.ids, e.offsets) for e in encoded.encodings)
+    encoded = tokenizer(texts, return_offsets_mapping=True, **options)
+    return zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
 
 
 def units_of_spans(

@@ -29,7 +29,13 @@ from torch import Tensor
 
 from haystack_mvr.modeling.inputs import pooling_weights_at
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
-from haystack_mvr.modeling.st_modules import SPANS, SnippetTransformer, SnippetViews, units_of_spans
+from haystack_mvr.modeling.st_modules import (
+    SPANS,
+    SnippetTransformer,
+    SnippetViews,
+    tokens_with_offsets,
+    units_of_spans,
+)
 from haystack_mvr.modeling.windows import Window, plan_windows
 
 BLOCK_CHARS = 1 << 16
@@ -57,19 +63,9 @@ def block_tokens(tokenizer, text: str, start: int, end: int) -> tuple[list[int],
     """
     lo, hi = max(0, start - MARGIN_CHARS), min(len(text), end + MARGIN_CHARS)
     whole = lo == 0 and hi == len(text)
-    piece = text if whole else text[lo:hi]
-    if getattr(tokenizer, "is_fast", False):
-        encoding = tokenizer(
-            piece, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False
-        ).encodings[0]
-        ids, offsets = encoding.ids, encoding.offsets
-    else:
-        encoded = tokenizer(
-            piece, add_special_tokens=False, truncation=False, return_offsets_mapping=True, verbose=False
-        )
-        ids, offsets = encoded["input_ids"], [tuple(o) for o in encoded["offset_mapping"]]
+    ids, offsets = next(tokens_with_offsets(tokenizer, [text if whole else text[lo:hi]]))
     if whole:
-        return list(ids), list(offsets)
+        return list(ids), list(map(tuple, offsets))
     starts = [o[0] + lo for o in offsets]
     first, last = bisect_left(starts, start), bisect_left(starts, end)
     return list(ids[first:last]), [(s + lo, e + lo) for s, e in offsets[first:last]]
@@ -189,8 +185,6 @@ def encode_long_documents(
     prefix, suffix = transformer._specials()
     base = np.cumsum([0] + [len(d.spans) for d in documents])
     tokenizer = transformer.tokenizer
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    with_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
     rows = (
         _Row(d, k, ids) for d, document in enumerate(documents) for k, ids in enumerate(window_ids(tokenizer, document))
     )
@@ -199,20 +193,9 @@ def encode_long_documents(
         chunk.sort(key=lambda row: -len(row.ids))
         for begin in range(0, len(chunk), batch_size):
             batch = chunk[begin : begin + batch_size]
-            width = len(prefix) + len(batch[0].ids) + len(suffix)
-            input_ids = np.full((len(batch), width), pad, dtype=np.int64)
-            attention = np.zeros((len(batch), width), dtype=np.int64)
-            for r, row in enumerate(batch):
-                n = len(prefix) + len(row.ids) + len(suffix)
-                input_ids[r, :n] = [*prefix, *row.ids, *suffix]
-                attention[r, :n] = 1
-            features: dict[str, Any] = {
-                "input_ids": torch.from_numpy(input_ids).to(device),
-                "attention_mask": torch.from_numpy(attention).to(device),
-                "modality": "text",
-            }
-            if with_types:
-                features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+            features = transformer.backbone_features([[*prefix, *row.ids, *suffix] for row in batch])
+            features = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in features.items()}
+            width = int(features["input_ids"].shape[1])
             states = transformer(features, task="document")["token_embeddings"]
             if pooled is None:
                 dtype = torch.promote_types(states.dtype, torch.float32)
