@@ -490,17 +490,15 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         if len(keys) == 0:
             return []
         key_list = keys.tolist()
-        _, rows = views.rows_of(keys)  # grouped by key, in the order of keys
+        rows = views.vectors_of(keys)  # grouped by key, in the order of keys
         scores = (rows @ query).tolist()
-        document, id_of = self._documents.document, self._id_of
+        docs = self._documents.documents(map(self._id_of.__getitem__, key_list))  # new: their metas are the results'
         out = []
         end = 0
-        for key in key_list:
-            start, end = end, end + views.count(key)
-            doc = document(id_of[key])  # a new Document: its meta is the result's own
-            out.append(
-                annotated_copy(doc, doc.meta, scores[start:end], rows[start:end], return_embedding=return_embedding)
-            )
+        for doc, count in zip(docs, views.counts_of(key_list), strict=True):
+            start, end = end, end + count
+            held = rows[start:end] if return_embedding else None
+            out.append(annotated_copy(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
         return out
 
     def _with_embedding(self, doc_id: str) -> Document:

@@ -76,6 +76,11 @@ class DocumentTable:
         """A new ``Document`` of the stored ``doc_id`` (``KeyError`` when not stored)."""
         return document_from_line(self._lines[doc_id])
 
+    def documents(self, ids: Iterable[str]) -> list[Document]:
+        """:meth:`document` of each of ``ids``, in their order."""
+        lines = self._lines
+        return [document_from_line(lines[doc_id]) for doc_id in ids]
+
     def meta_rows(self, ids: Iterable[str]) -> list[MetaRow]:
         """The filterable meta of ``ids`` (shared with the table: read it, never change it)."""
         metas = self._metas
@@ -221,7 +226,10 @@ def _loads(line: bytes) -> Any:
 
 def document_from_line(line: bytes) -> Document:
     """A new ``Document`` from its stored line: one :func:`document_line` wrote, or a load checked."""
-    fields = _loads(line)
+    try:
+        fields = orjson.loads(line)
+    except ValueError:  # NaN or an infinity in meta: written by json, which orjson does not read
+        fields = json.loads(line)
     if type(fields) is dict and fields.keys() == _PLAIN_FIELDS:  # as document_line writes a plain document
         fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
         doc = _new_document(Document)

@@ -88,6 +88,7 @@ class ViewIndex:
         self._book = DocumentRows()
         self._index: faiss.Index | None = None
         self._scan: tuple[int, DocumentScan | None] | None = None  # (generation, scan) of the rows
+        self._plan: tuple[tuple, IndexSearch] | None = None  # (settings, plan) of the last unfiltered CPU search
         self.reset()
 
     # ------------------------------------------------------------------------------------------- state
@@ -122,6 +123,10 @@ class ViewIndex:
 
     def count(self, key: int) -> int:
         return self._book.counts.get(key, 0)
+
+    def counts_of(self, keys: list[int]) -> list[int]:
+        """The rows of each of ``keys``, all of them documents with rows."""
+        return list(map(self._book.counts.__getitem__, keys))
 
     def keys(self) -> np.ndarray:
         return self._book.keys()
@@ -208,13 +213,18 @@ class ViewIndex:
         """``(labels, vectors)`` of every row of ``keys``, grouped by key in the given order."""
         if len(keys) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
-        labels = self._book.labels(keys)
+        return self._book.labels(keys), self.vectors_of(keys)
+
+    def vectors_of(self, keys: np.ndarray) -> np.ndarray:
+        """The ``(rows, d)`` vectors of :meth:`rows_of`, without their labels (a search result's re-scoring)."""
+        if len(keys) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
         held = self._read_from()
         if held is not None:
-            return labels, np.concatenate([held[int(k)] for k in keys])
+            return np.concatenate([held[k] for k in keys.tolist()])
         scan = self._document_scan()
         rows = scan.rows_of(keys) if scan is not None else None
-        return labels, rows if rows is not None else reconstruct(self._index, labels, self.dim)
+        return rows if rows is not None else reconstruct(self._index, self._book.labels(keys), self.dim)
 
     # ------------------------------------------------------------------------------------------ search
     def search(
@@ -288,6 +298,16 @@ class ViewIndex:
         return self._finish_exactly(queries, n_best, allowed_keys, outcome)
 
     def _plan_search(self, n_best: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
+        """:meth:`_new_plan`; without a filter or a GPU the plan depends only on the rows, so it is made once per
+        change of them (a single query's plan was a tenth of the Python around its HNSW search)."""
+        if allowed_keys is not None or self._gpu is not None:
+            return self._new_plan(n_best, allowed_keys, batch, capped)
+        settings = (self._generation, n_best, batch, capped, self.max_search_depth)
+        if self._plan is None or self._plan[0] != settings:
+            self._plan = (settings, self._new_plan(n_best, None, batch, capped))
+        return self._plan[1]
+
+    def _new_plan(self, n_best: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
         """Which index to search (the CPU one or its GPU copy), whether FAISS applies the filter and skips the
         tombstones (id selectors) or the rows found are filtered afterwards, and how deep to search first."""
         allowed_labels = self._book.labels(allowed_keys) if allowed_keys is not None else None

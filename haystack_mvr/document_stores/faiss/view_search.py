@@ -63,6 +63,8 @@ class IndexSearch:
 
     def run(self, queries: np.ndarray, n_best: int, required: int) -> SearchOutcome:
         """Each query's first ``n_best`` documents; a query the cap stops short is ``accepted`` with ``required``."""
+        if len(queries) == 1 and self.flat is None and self.post_filter is None and self.excluded is None:
+            return self._run_one(queries, n_best, required)
         outcome = SearchOutcome([np.zeros(0, dtype=np.int64)] * len(queries))
         todo, k = np.arange(len(queries)), self.depth
         while len(todo) and k > 0:
@@ -80,6 +82,23 @@ class IndexSearch:
             todo = np.asarray(short, dtype=np.int64)
             k = wider
         return outcome
+
+    def _run_one(self, query: np.ndarray, n_best: int, required: int) -> SearchOutcome:
+        """:meth:`run` for one ``(1, d)`` query whose rows FAISS filters itself: the same widening, in plain Python."""
+        k = self.depth
+        while True:
+            _, labels = self.index.search(query, k, params=self.params)
+            row = labels[0]
+            keys = list(dict.fromkeys(keys_of(row[row >= 0]).tolist()))
+            found = np.asarray(keys[:n_best], dtype=np.int64)
+            if len(keys) >= n_best or k >= self.limit:
+                return SearchOutcome([found])
+            wider = int(min(self.limit, 2 * k, self.cap or self.limit))
+            if wider == k:  # at the depth cap
+                if len(keys) < required:
+                    return SearchOutcome([found], deeper=[0])
+                return SearchOutcome([found], accepted={0})
+            k = wider
 
 
 def id_selector(allowed_labels: np.ndarray | None, tombstones: np.ndarray) -> tuple[faiss.IDSelector, ...]:
