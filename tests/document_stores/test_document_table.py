@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 from haystack import Document
+from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.compiled_filters import reads_only_meta
@@ -143,3 +144,33 @@ def test_the_store_keeps_its_own_copy_of_each_id():
     assert kept == [d.id for d in documents]
     assert all(k is not d.id for k, d in zip(kept, documents, strict=True))
     assert all(k in store._key_of for k in kept)
+
+
+def test_a_load_never_holds_the_whole_files_records_for_the_collector():
+    # 20,000 parsed records held at once were promoted to the oldest generation (and, past a quarter of the process's
+    # objects, set off a full collection); a load drops each chunk's records before the next is parsed
+    data = b"\n".join(document_line(d) for d in _documents(20_000)) + b"\n"
+    oldest = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] >= 1:
+            oldest.append(len(gc.get_objects(generation=2)))
+
+    gc.collect()
+    before = len(gc.get_objects(generation=2))
+    gc.callbacks.append(watch)
+    try:
+        table, ids, _ = DocumentTable.from_jsonl(data, "test")
+    finally:
+        gc.callbacks.remove(watch)
+    assert len(table) == len(ids) == 20_000
+    assert oldest, "no collection ran during the load"
+    assert max(oldest) - before < 5_000
+
+
+@pytest.mark.parametrize(("line", "bad"), [(300, b"{not json"), (700, b"[1, 2]")])
+def test_a_bad_line_past_the_first_chunk_is_named_by_its_number(line, bad):
+    lines = [document_line(d) for d in _documents(1_000)]
+    lines[line - 1] = bad
+    with pytest.raises(DocumentStoreError, match=f"documents.jsonl line {line} is not a Document"):
+        DocumentTable.from_jsonl(b"\n".join(lines) + b"\n", "the copy")
