@@ -99,29 +99,48 @@ def prepare_documents(documents: Any) -> PreparedBatch:
         or a second encoder in the batch; "Please provide a list of Documents." for anything but documents.
     """
     prepared = [prepare_document(d) for d in document_list(documents)]
-    dim: int | None = None
-    encoder: dict[str, Any] | None = None
+    shared = SharedByBatch()
     for p in prepared:
-        if p.views is not None:
-            d = p.views.shape[1]
-            if dim is None:
-                dim = d
-            elif d != dim:
+        shared.add(p.document.id, p.views, p.encoder)
+    return PreparedBatch(prepared, shared.dim, shared.encoder_copy())
+
+
+class SharedByBatch:
+    """What the documents of one write must share, fed a document at a time: one view dimension and one encoder
+    (:func:`prepare_documents` checks a batch with it; a store that keeps less than every prepared document can too).
+    """
+
+    def __init__(self) -> None:
+        self.dim: int | None = None
+        self.encoder: dict[str, Any] | None = None
+        self.first_with_views: str | None = None
+        self.first_with_encoder: str | None = None
+
+    def add(self, doc_id: str, views: np.ndarray | None, encoder: dict[str, Any] | None) -> None:
+        """Check one prepared document against those before it; a ``ValueError`` naming it otherwise."""
+        if views is not None:
+            d = views.shape[1]
+            if self.dim is None:
+                self.dim, self.first_with_views = d, doc_id
+            elif d != self.dim:
                 msg = (
-                    f"Document {p.document.id!r} has {d}-dimensional vectors but other documents of the batch have "
-                    f"{dim}-dimensional ones; nothing of this batch was written."
+                    f"Document {doc_id!r} has {d}-dimensional vectors but other documents of the batch have "
+                    f"{self.dim}-dimensional ones; nothing of this batch was written."
                 )
                 raise ValueError(msg)
-        if p.encoder is not None:
-            if encoder is None:
-                encoder = p.encoder
-            elif p.encoder is not encoder and p.encoder != encoder and not same_encoder(p.encoder, encoder):
+        if encoder is not None:
+            if self.encoder is None:
+                self.encoder, self.first_with_encoder = encoder, doc_id
+            elif encoder is not self.encoder and encoder != self.encoder and not same_encoder(encoder, self.encoder):
                 msg = (
-                    f"Document {p.document.id!r} was encoded by {p.encoder} but other documents of the batch by "
-                    f"{encoder}; nothing of this batch was written. Use another index for another encoder."
+                    f"Document {doc_id!r} was encoded by {encoder} but other documents of the batch by "
+                    f"{self.encoder}; nothing of this batch was written. Use another index for another encoder."
                 )
                 raise ValueError(msg)
-    return PreparedBatch(prepared, dim, None if encoder is None else copy.deepcopy(encoder))
+
+    def encoder_copy(self) -> dict[str, Any] | None:
+        """A copy of the batch's encoder (the documents' own dict is the caller's), ``None`` when none names one."""
+        return None if self.encoder is None else copy.deepcopy(self.encoder)
 
 
 def prepare_document(document: Document) -> PreparedDocument:

@@ -28,7 +28,13 @@ from haystack_mvr.document_stores.checks import (
 )
 from haystack_mvr.document_stores.compiled_filters import compile_filter, reads_only_meta
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
-from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line, stored_id
+from haystack_mvr.document_stores.faiss.document_table import (
+    DocumentTable,
+    WrittenDocument,
+    document_line,
+    stored_id,
+    table_meta,
+)
 from haystack_mvr.document_stores.faiss.view_index import (
     MAX_VIEWS,
     NON_FINITE,
@@ -41,11 +47,11 @@ from haystack_mvr.document_stores.faiss.view_index import (
 )
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.writes import (
-    PreparedBatch,
+    SharedByBatch,
     document_id_list,
     document_list,
     json_meta,
-    prepare_documents,
+    prepare_document,
     same_encoder,
 )
 from haystack_mvr.views import (
@@ -269,47 +275,44 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
         with self._lock:
             self._ensure_loaded()
-            prepared = self._prepare(documents)
-            encoder = prepared.encoder
-            batch: dict[str, tuple[Document, np.ndarray | None]] = {}
+            written, dims, encoder = self._prepare(documents)
+            batch: dict[str, WrittenDocument] = {}
             dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
-            for doc, views, _ in prepared.documents:
-                exists = doc.id in self._documents or doc.id in batch
+            for row in written:
+                exists = row.id in self._documents or row.id in batch
                 if exists and policy == DuplicatePolicy.FAIL:
-                    msg = f"ID '{doc.id}' already exists."
+                    msg = f"ID '{row.id}' already exists."
                     raise DuplicateDocumentError(msg)
                 if exists and policy == DuplicatePolicy.SKIP:
-                    dropped.append((doc, views))
+                    dropped.append(row)
                     continue
-                if doc.id in batch:
-                    dropped.append(batch[doc.id])
-                batch[doc.id] = (doc, views)
-            dropped = [(doc, views) for doc, views in dropped if views is not None]
-            bad = first_invalid([views for _, views in dropped])
+                if row.id in batch:
+                    dropped.append(batch[row.id])
+                batch[row.id] = row
+            dropped = [row for row in dropped if row.views is not None]
+            bad = first_invalid([row.views for row in dropped])
             if bad is not None:
-                raise _invalid_views(dropped[bad[0]][0], bad[1])
-            lines = [document_line(doc) for doc, _ in batch.values()]  # what the table and a save hold
-            dims = prepared.dim
+                raise _invalid_views(dropped[bad[0]].id, bad[1])
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
             ids = [stored_id(i) for i in batch]
             new_keys = list(itertools.islice(self._next_key, len(ids)))
-            with_views = [(k, doc, v) for k, (doc, v) in zip(new_keys, batch.values(), strict=True) if v is not None]
+            with_views = [(k, row) for k, row in zip(new_keys, batch.values(), strict=True) if row.views is not None]
             if with_views:
                 # new keys: their rows are added (and checked finite) before anything stored changes
                 try:
                     with omp_threads(default_threads(True, self.search_threads)):
-                        self._view_index(dims).add([k for k, _, _ in with_views], [v for _, _, v in with_views])
+                        self._view_index(dims).add([k for k, _ in with_views], [row.views for _, row in with_views])
                 except InvalidViews as e:
-                    raise _invalid_views(with_views[e.position][1], e.problem) from None
+                    raise _invalid_views(with_views[e.position][1].id, e.problem) from None
             if encoder is not None and self.encoder_config is None:
                 self.encoder_config = encoder
             self._remove([i for i in ids if i in self._documents])
             self._key_of.update(zip(ids, new_keys, strict=True))
             self._id_of.update(zip(new_keys, ids, strict=True))
             table = self._documents
-            for line, doc_id, (doc, _) in zip(lines, ids, batch.values(), strict=True):
-                table.put(doc_id, line, doc.meta)
+            for doc_id, row in zip(ids, batch.values(), strict=True):
+                table.put(doc_id, row.line, row.meta)
             return len(batch)
 
     def delete_documents(self, document_ids: list[str]) -> None:
@@ -568,30 +571,41 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             return table.matching_meta(match)
         return [i for i in table.ids() if match(table.document(i))]
 
-    def _prepare(self, documents: Any) -> PreparedBatch:
-        """The batch as :func:`~haystack_mvr.document_stores.writes.prepare_documents` prepares it for every store,
+    def _prepare(self, documents: list[Document]) -> tuple[list[WrittenDocument], int | None, dict[str, Any] | None]:
+        """Each document as the table and the index take it, prepared by
+        :func:`~haystack_mvr.document_stores.writes.prepare_document` as for every store and made its stored line at
+        once (the prepared copy, its meta and span lists, dropped before the next: a batch of them alive at once set
+        off the garbage collector's full collections), with the batch's view dimension and a copy of its encoder,
         checked against this store's own limits (views per document, its dimension, its encoder); nothing is
         changed."""
-        batch = prepare_documents(documents)
+        written = []
+        for document in documents:
+            p = prepare_document(document)
+            line = document_line(p.document)
+            written.append(WrittenDocument(p.document.id, line, table_meta(p.document.meta), p.views, p.encoder))
+        shared = SharedByBatch()
+        for row in written:
+            shared.add(row.id, row.views, row.encoder)
         dim = self._views.dim if self._views is not None else self.embedding_dim
-        if batch.dim is not None and dim is not None and batch.dim != dim:
-            raise ValueError(document_dimension_message(batch.first_with_views(), batch.dim, "the store", dim))
-        for doc, views, _ in batch.documents:
-            if views is not None and len(views) > MAX_VIEWS:
+        if shared.dim is not None and dim is not None and shared.dim != dim:
+            raise ValueError(document_dimension_message(shared.first_with_views, shared.dim, "the store", dim))
+        for row in written:
+            if row.views is not None and len(row.views) > MAX_VIEWS:
                 msg = (
-                    f"Document {doc.id!r} has {len(views)} views; the store keeps at most {MAX_VIEWS} per document (a "
-                    f"view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
+                    f"Document {row.id!r} has {len(row.views)} views; the store keeps at most {MAX_VIEWS} per document "
+                    f"(a view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
                     f"split the document, or encode it with fewer, longer snippets."
                 )
                 raise ValueError(msg)
+        encoder = shared.encoder_copy()
         known = self.encoder_config
-        if batch.encoder is not None and known is not None and not same_encoder(batch.encoder, known):
+        if encoder is not None and known is not None and not same_encoder(encoder, known):
             msg = (
-                f"Document {batch.first_with_encoder()!r} was encoded by another encoder ({batch.encoder}) than the "
+                f"Document {shared.first_with_encoder!r} was encoded by another encoder ({encoder}) than the "
                 f"store's vectors ({known}); re-encode it with the store's encoder or use another store."
             )
             raise ValueError(msg)
-        return batch
+        return written, shared.dim, encoder
 
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
@@ -653,8 +667,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         return matrix
 
 
-def _invalid_views(doc: Document, problem: str) -> ValueError:
-    return ValueError(f"Document {doc.id!r}: views {problem}; nothing of this batch was written.")
+def _invalid_views(doc_id: str, problem: str) -> ValueError:
+    return ValueError(f"Document {doc_id!r}: views {problem}; nothing of this batch was written.")
 
 
 __all__ = ["FaissMultiViewDocumentStore"]

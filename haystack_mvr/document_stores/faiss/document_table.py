@@ -15,7 +15,7 @@ import itertools
 import json
 import operator
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson  # 3-4x faster than json on these lines, the same values (the lines it refuses are read by json)
@@ -48,6 +48,28 @@ class MetaRow:
 
 
 _EMPTY: dict[str, Any] = {}  # the meta of a document without any; never handed out to be changed
+
+
+class WrittenDocument(NamedTuple):
+    """A document of a write as the store takes it (a tuple of untracked values: invisible to the collector)."""
+
+    id: str
+    #: Its :func:`document_line`.
+    line: bytes
+    #: Its meta as the table keeps it (:func:`table_meta`).
+    meta: dict[str, Any]
+    #: Its ``(k, d)`` float32 views, or ``None``.
+    views: np.ndarray | None
+    #: The encoder it names (the caller's own dict), or ``None``.
+    encoder: dict[str, Any] | None
+
+
+def table_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """A stored document's meta as the table keeps it for filters: without spans (a new dict, built without them, so
+    that it is not tracked by the collector), the shared empty dict for none."""
+    if SPANS_KEY in meta:
+        meta = {k: v for k, v in meta.items() if k != SPANS_KEY}
+    return meta or _EMPTY
 
 
 class DocumentTable:
@@ -116,9 +138,7 @@ class DocumentTable:
         self._metas.clear()
 
     def _keep_meta(self, doc_id: str, meta: dict[str, Any]) -> None:
-        if SPANS_KEY in meta:
-            meta = {k: v for k, v in meta.items() if k != SPANS_KEY}
-        self._metas[doc_id] = meta or _EMPTY
+        self._metas[doc_id] = table_meta(meta)
 
     @classmethod
     def from_jsonl(cls, data: bytes, where: str) -> tuple[DocumentTable, list[str], list[int | None]]:
