@@ -179,7 +179,7 @@ def test_a_bad_line_past_the_first_chunk_is_named_by_its_number(line, bad):
 def test_a_write_never_holds_its_batchs_prepared_copies_for_the_collector():
     # each prepared copy (a Document, its meta, its span lists) lived until the whole batch was prepared: 3,000 of them
     # outlived the young generations (about 33,000 objects promoted, 11 a document); a write keeps each document's
-    # line instead (what is left: its WrittenDocument, and the caller's own Document's __dict__ once read)
+    # line instead (what is left: the caller's own Document's __dict__, made when a copy reads it)
     store = FaissMultiViewDocumentStore(embedding_dim=8)
     store.write_documents(_documents(10))
     documents = _documents(3000, offset=10)
@@ -198,4 +198,4 @@ def test_a_write_never_holds_its_batchs_prepared_copies_for_the_collector():
         gc.callbacks.remove(watch)
     assert store.count_documents() == 3010
     assert oldest, "no collection ran during the write"
-    assert max(oldest) - before < 3 * 3000
+    assert max(oldest) - before < 2 * 3000

@@ -30,7 +30,7 @@ from haystack_mvr.document_stores.compiled_filters import compile_filter, reads_
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
 from haystack_mvr.document_stores.faiss.document_table import (
     DocumentTable,
-    WrittenDocument,
+    WrittenDocuments,
     document_line,
     stored_id,
     table_meta,
@@ -276,43 +276,45 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         with self._lock:
             self._ensure_loaded()
             written, dims, encoder = self._prepare(documents)
-            batch: dict[str, WrittenDocument] = {}
+            views_of = written.views
+            batch: dict[str, int] = {}  # id -> its position in written: the last copy of each id
             dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
-            for row in written:
-                exists = row.id in self._documents or row.id in batch
+            for at, doc_id in enumerate(written.ids):
+                exists = doc_id in self._documents or doc_id in batch
                 if exists and policy == DuplicatePolicy.FAIL:
-                    msg = f"ID '{row.id}' already exists."
+                    msg = f"ID '{doc_id}' already exists."
                     raise DuplicateDocumentError(msg)
                 if exists and policy == DuplicatePolicy.SKIP:
-                    dropped.append(row)
+                    dropped.append(at)
                     continue
-                if row.id in batch:
-                    dropped.append(batch[row.id])
-                batch[row.id] = row
-            dropped = [row for row in dropped if row.views is not None]
-            bad = first_invalid([row.views for row in dropped])
+                if doc_id in batch:
+                    dropped.append(batch[doc_id])
+                batch[doc_id] = at
+            dropped = [at for at in dropped if views_of[at] is not None]
+            bad = first_invalid([views_of[at] for at in dropped])
             if bad is not None:
-                raise _invalid_views(dropped[bad[0]].id, bad[1])
+                raise _invalid_views(written.ids[dropped[bad[0]]], bad[1])
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
             ids = [stored_id(i) for i in batch]
+            kept = list(batch.values())
             new_keys = list(itertools.islice(self._next_key, len(ids)))
-            with_views = [(k, row) for k, row in zip(new_keys, batch.values(), strict=True) if row.views is not None]
+            with_views = [(k, at) for k, at in zip(new_keys, kept, strict=True) if views_of[at] is not None]
             if with_views:
                 # new keys: their rows are added (and checked finite) before anything stored changes
                 try:
                     with omp_threads(default_threads(True, self.search_threads)):
-                        self._view_index(dims).add([k for k, _ in with_views], [row.views for _, row in with_views])
+                        self._view_index(dims).add([k for k, _ in with_views], [views_of[at] for _, at in with_views])
                 except InvalidViews as e:
-                    raise _invalid_views(with_views[e.position][1].id, e.problem) from None
+                    raise _invalid_views(written.ids[with_views[e.position][1]], e.problem) from None
             if encoder is not None and self.encoder_config is None:
                 self.encoder_config = encoder
             self._remove([i for i in ids if i in self._documents])
             self._key_of.update(zip(ids, new_keys, strict=True))
             self._id_of.update(zip(new_keys, ids, strict=True))
             table = self._documents
-            for doc_id, row in zip(ids, batch.values(), strict=True):
-                table.put(doc_id, row.line, row.meta)
+            for doc_id, at in zip(ids, kept, strict=True):
+                table.put(doc_id, written.lines[at], written.metas[at])
             return len(batch)
 
     def delete_documents(self, document_ids: list[str]) -> None:
@@ -571,28 +573,31 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             return table.matching_meta(match)
         return [i for i in table.ids() if match(table.document(i))]
 
-    def _prepare(self, documents: list[Document]) -> tuple[list[WrittenDocument], int | None, dict[str, Any] | None]:
+    def _prepare(self, documents: list[Document]) -> tuple[WrittenDocuments, int | None, dict[str, Any] | None]:
         """Each document as the table and the index take it, prepared by
         :func:`~haystack_mvr.document_stores.writes.prepare_document` as for every store and made its stored line at
         once (the prepared copy, its meta and span lists, dropped before the next: a batch of them alive at once set
         off the garbage collector's full collections), with the batch's view dimension and a copy of its encoder,
         checked against this store's own limits (views per document, its dimension, its encoder); nothing is
         changed."""
-        written = []
+        written = WrittenDocuments()
         for document in documents:
             p = prepare_document(document)
-            line = document_line(p.document)
-            written.append(WrittenDocument(p.document.id, line, table_meta(p.document.meta), p.views, p.encoder))
+            written.ids.append(p.document.id)
+            written.lines.append(document_line(p.document))
+            written.metas.append(table_meta(p.document.meta))
+            written.views.append(p.views)
+            written.encoders.append(p.encoder)
         shared = SharedByBatch()
-        for row in written:
-            shared.add(row.id, row.views, row.encoder)
+        for doc_id, views, doc_encoder in zip(written.ids, written.views, written.encoders, strict=True):
+            shared.add(doc_id, views, doc_encoder)
         dim = self._views.dim if self._views is not None else self.embedding_dim
         if shared.dim is not None and dim is not None and shared.dim != dim:
             raise ValueError(document_dimension_message(shared.first_with_views, shared.dim, "the store", dim))
-        for row in written:
-            if row.views is not None and len(row.views) > MAX_VIEWS:
+        for doc_id, views in zip(written.ids, written.views, strict=True):
+            if views is not None and len(views) > MAX_VIEWS:
                 msg = (
-                    f"Document {row.id!r} has {len(row.views)} views; the store keeps at most {MAX_VIEWS} per document "
+                    f"Document {doc_id!r} has {len(views)} views; the store keeps at most {MAX_VIEWS} per document "
                     f"(a view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
                     f"split the document, or encode it with fewer, longer snippets."
                 )

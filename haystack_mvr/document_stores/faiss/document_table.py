@@ -15,7 +15,8 @@ import itertools
 import json
 import operator
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import orjson  # 3-4x faster than json on these lines, the same values (the lines it refuses are read by json)
@@ -50,18 +51,20 @@ class MetaRow:
 _EMPTY: dict[str, Any] = {}  # the meta of a document without any; never handed out to be changed
 
 
-class WrittenDocument(NamedTuple):
-    """A document of a write as the store takes it (a tuple of untracked values: invisible to the collector)."""
+@dataclass
+class WrittenDocuments:
+    """The documents of a write as the store takes them, a column each (lists of strings, bytes, plain dicts and
+    arrays: nothing a document for the garbage collector to traverse or promote), in the write's order."""
 
-    id: str
-    #: Its :func:`document_line`.
-    line: bytes
-    #: Its meta as the table keeps it (:func:`table_meta`).
-    meta: dict[str, Any]
-    #: Its ``(k, d)`` float32 views, or ``None``.
-    views: np.ndarray | None
-    #: The encoder it names (the caller's own dict), or ``None``.
-    encoder: dict[str, Any] | None
+    ids: list[str] = field(default_factory=list)
+    #: Each one's :func:`document_line`.
+    lines: list[bytes] = field(default_factory=list)
+    #: Each one's meta as the table keeps it (:func:`table_meta`).
+    metas: list[dict[str, Any]] = field(default_factory=list)
+    #: Each one's ``(k, d)`` float32 views, or ``None``.
+    views: list[np.ndarray | None] = field(default_factory=list)
+    #: The encoder each one names (the caller's own dict), or ``None``.
+    encoders: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 def table_meta(meta: dict[str, Any]) -> dict[str, Any]:
