@@ -262,9 +262,9 @@ def _loads(line: bytes) -> Any:
 
 def document_from_line(line: bytes) -> Document:
     """A new ``Document`` from its stored line: one :func:`document_line` wrote, or a load checked."""
-    try:
+    try:  # _loads, inlined: one call less for each document a search returns
         fields = orjson.loads(line)
-    except ValueError:  # NaN or an infinity in meta: written by json, which orjson does not read
+    except ValueError:
         fields = json.loads(line)
     if type(fields) is dict and fields.keys() == _PLAIN_FIELDS:  # as document_line writes a plain document
         fields["blob"] = fields["score"] = fields["sparse_embedding"] = None

@@ -298,13 +298,17 @@ class ViewIndex:
         return self._finish_exactly(queries, n_best, allowed_keys, outcome)
 
     def _plan_search(self, n_best: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
-        """:meth:`_new_plan`; without a filter or a GPU the plan depends only on the rows, so it is made once per
-        change of them (a single query's plan was a tenth of the Python around its HNSW search)."""
+        """:meth:`_new_plan`; without a filter, a GPU or search parameters (an id selector for an HNSW graph's
+        tombstones, which copies the index's efSearch) the plan depends only on the rows, so it is made once per change
+        of them (a single query's plan was a tenth of the Python around its HNSW search)."""
         if allowed_keys is not None or self._gpu is not None:
             return self._new_plan(n_best, allowed_keys, batch, capped)
         settings = (self._generation, n_best, batch, capped, self.max_search_depth)
         if self._plan is None or self._plan[0] != settings:
-            self._plan = (settings, self._new_plan(n_best, None, batch, capped))
+            plan = self._new_plan(n_best, None, batch, capped)
+            if plan.params is not None:
+                return plan
+            self._plan = (settings, plan)
         return self._plan[1]
 
     def _new_plan(self, n_best: int, allowed_keys: np.ndarray | None, batch: bool, capped: bool) -> IndexSearch:
