@@ -57,14 +57,6 @@ class PreparedBatch(NamedTuple):
     #: A copy of the one encoder the batch names, ``None`` when none does.
     encoder: dict[str, Any] | None
 
-    def first_with_views(self) -> str:
-        """The id of the batch's first document with views (to name it in a message about the batch's vectors)."""
-        return next(p.document.id for p in self.documents if p.views is not None)
-
-    def first_with_encoder(self) -> str:
-        """The id of the batch's first document naming an encoder."""
-        return next(p.document.id for p in self.documents if p.encoder is not None)
-
 
 def document_list(documents: Any) -> list[Document]:
     """``documents`` (any iterable of ``Document``, a generator too) as a list; anything else is a ``ValueError``."""

@@ -2,6 +2,8 @@
 
 import gc
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +29,26 @@ def _documents(n: int, offset: int = 0) -> list[Document]:
 def _tracked() -> int:
     gc.collect()
     return len(gc.get_objects())
+
+
+def _oldest_generation_growth(action: Callable[[], Any]) -> tuple[int, Any]:
+    """How far the collector's oldest generation grew past its size before ``action`` (at the largest, seen after
+    each collection of an older generation than the youngest during it), and what ``action`` returned."""
+    oldest = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] >= 1:
+            oldest.append(len(gc.get_objects(generation=2)))
+
+    gc.collect()
+    before = len(gc.get_objects(generation=2))
+    gc.callbacks.append(watch)
+    try:
+        result = action()
+    finally:
+        gc.callbacks.remove(watch)
+    assert oldest, "no collection ran during the action"
+    return max(oldest) - before, result
 
 
 def test_stored_documents_add_no_objects_for_the_garbage_collector_to_traverse():
@@ -150,22 +172,9 @@ def test_a_load_never_holds_the_whole_files_records_for_the_collector():
     # 20,000 parsed records held at once were promoted to the oldest generation (and, past a quarter of the process's
     # objects, set off a full collection); a load drops each chunk's records before the next is parsed
     data = b"\n".join(document_line(d) for d in _documents(20_000)) + b"\n"
-    oldest = []
-
-    def watch(phase: str, info: dict) -> None:
-        if phase == "stop" and info["generation"] >= 1:
-            oldest.append(len(gc.get_objects(generation=2)))
-
-    gc.collect()
-    before = len(gc.get_objects(generation=2))
-    gc.callbacks.append(watch)
-    try:
-        table, ids, _ = DocumentTable.from_jsonl(data, "test")
-    finally:
-        gc.callbacks.remove(watch)
+    grown, (table, ids, _) = _oldest_generation_growth(lambda: DocumentTable.from_jsonl(data, "test"))
     assert len(table) == len(ids) == 20_000
-    assert oldest, "no collection ran during the load"
-    assert max(oldest) - before < 5_000
+    assert grown < 5_000
 
 
 @pytest.mark.parametrize(("line", "bad"), [(300, b"{not json"), (700, b"[1, 2]")])
@@ -183,19 +192,6 @@ def test_a_write_never_holds_its_batchs_prepared_copies_for_the_collector():
     store = FaissMultiViewDocumentStore(embedding_dim=8)
     store.write_documents(_documents(10))
     documents = _documents(3000, offset=10)
-    oldest = []
-
-    def watch(phase: str, info: dict) -> None:
-        if phase == "stop" and info["generation"] >= 1:
-            oldest.append(len(gc.get_objects(generation=2)))
-
-    gc.collect()
-    before = len(gc.get_objects(generation=2))
-    gc.callbacks.append(watch)
-    try:
-        store.write_documents(documents)
-    finally:
-        gc.callbacks.remove(watch)
+    grown, _ = _oldest_generation_growth(lambda: store.write_documents(documents))
     assert store.count_documents() == 3010
-    assert oldest, "no collection ran during the write"
-    assert max(oldest) - before < 2 * 3000
+    assert grown < 2 * 3000

@@ -588,7 +588,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             written.metas.append(table_meta(p.document.meta))
             written.views.append(p.views)
             written.encoders.append(p.encoder)
-        shared = SharedByBatch()
+        shared = SharedByBatch()  # after every document is prepared, as prepare_documents does: its own errors first
         for doc_id, views, doc_encoder in zip(written.ids, written.views, written.encoders, strict=True):
             shared.add(doc_id, views, doc_encoder)
         dim = self._views.dim if self._views is not None else self.embedding_dim

@@ -170,10 +170,8 @@ class DocumentTable:
                 if SPANS_KEY in meta:  # the span lists go with the chunk; the table keeps their count
                     given = meta[SPANS_KEY]
                     spans[start + n] = None if given is None else (len(given) if type(given) is list else -1)
-                    # a new dict: one a list was put in stays tracked, though the list leaves (until a full collection)
-                    chunk_metas[n] = {k: v for k, v in meta.items() if k != SPANS_KEY}
             ids += columns[0]
-            metas += [meta or _EMPTY for meta in chunk_metas]
+            metas += map(table_meta, chunk_metas)  # a new dict where spans were: the old one stays tracked
             del records, columns, chunk_metas
         table = cls()
         table._lines = dict(zip(ids, lines, strict=True))
@@ -262,10 +260,7 @@ def _loads(line: bytes) -> Any:
 
 def document_from_line(line: bytes) -> Document:
     """A new ``Document`` from its stored line: one :func:`document_line` wrote, or a load checked."""
-    try:  # _loads, inlined: one call less for each document a search returns
-        fields = orjson.loads(line)
-    except ValueError:
-        fields = json.loads(line)
+    fields = _loads(line)
     if type(fields) is dict and fields.keys() == _PLAIN_FIELDS:  # as document_line writes a plain document
         fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
         doc = _new_document(Document)
