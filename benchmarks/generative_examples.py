@@ -51,10 +51,11 @@ def ensured(question, spans: list, gold: list, budget: int, texts: dict[str, str
     return kept, True
 
 
-def write_examples(cache: Path, path: Path, budgets=(128, 256, 512)) -> dict:
+def write_examples(cache: Path, path: Path, budgets=(128, 256, 512), one_budget_each: bool = False) -> dict:
     """Write ``{"documents": {id: text}, "examples": [{"id", "question", "answer", "spans"}]}`` (gzipped JSON):
     passages as ``[document id, start, end]`` spans, which keeps the file small enough to travel to a GPU;
-    :func:`expand` turns it into the reader's ``{"id", "question", "passages", "answer"}`` examples."""
+    :func:`expand` turns it into the reader's ``{"id", "question", "passages", "answer"}`` examples.
+    ``one_budget_each``: each question once, at one of ``budgets`` drawn at random (seed 1; a CPU-sized set)."""
     from benchmarks.packaged_model import packaged_minilm
 
     tier = load_rag_tier("squad-mv", "train")
@@ -63,10 +64,11 @@ def write_examples(cache: Path, path: Path, budgets=(128, 256, 512)) -> dict:
     by_id = {q.id: q for q in tier.questions}
     counter = TokenCounter(packaged_minilm())
     rng = random.Random(0)
+    draw = random.Random(1)
     examples, inserted = [], 0
     for qid, contexts in zip(saved["question_ids"], saved["contexts"], strict=True):
         question = by_id[qid]
-        for budget in budgets:
+        for budget in [draw.choice(budgets)] if one_budget_each else budgets:
             gold = [question.positive_id, *gold_window(question, texts[question.positive_id], budget, counter)]
             spans, added = ensured(question, contexts[ROW][str(budget)], gold, budget, texts, counter, rng)
             examples.append(
@@ -77,7 +79,12 @@ def write_examples(cache: Path, path: Path, budgets=(128, 256, 512)) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump({"documents": {d: texts[d] for d in sorted(used)}, "examples": examples}, f)
-    summary = {"examples": len(examples), "gold_inserted": inserted, "budgets": list(budgets)}
+    summary = {
+        "examples": len(examples),
+        "gold_inserted": inserted,
+        "budgets": list(budgets),
+        "one_budget_each": one_budget_each,
+    }
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {summary}")
     return summary
 
@@ -102,8 +109,11 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[128, 256, 512])
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--jsonl", type=Path, default=None, help="Also write the examples as train-reader lines.")
+    parser.add_argument(
+        "--one-budget-each", action="store_true", help="Each question once, at a budget drawn at random (CPU runs)."
+    )
     args = parser.parse_args()
-    write_examples(args.cache_dir / "squad-mv", args.output, args.budgets)
+    write_examples(args.cache_dir / "squad-mv", args.output, args.budgets, args.one_budget_each)
     if args.jsonl:
         with gzip.open(args.output, "rt", encoding="utf-8") as f:
             examples = expand(json.load(f))

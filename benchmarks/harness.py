@@ -20,7 +20,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ REPO = BENCHMARKS.parent
 
 def utc_now() -> str:
     """The date a results file records: ISO 8601, UTC, to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def machine_label(*, threads: int | None = None, device: str | None = None, detail: str | None = None) -> str:

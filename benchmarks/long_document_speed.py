@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -296,7 +296,7 @@ def main() -> None:
         "batch_size": args.batch_size,
         "rounds": args.rounds,
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     print(f"long documents: {len(page_texts)} pages", flush=True)
     result["long_documents"] = long_document_rounds(
@@ -328,7 +328,7 @@ def memory_main(args: argparse.Namespace) -> None:
         "batch_size": args.batch_size,
         "code": commit or str(args.code_root),
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": memory_runs(model, args.data_dir, sizes, args.threads, args.batch_size, args.code_root),
     }
     name = "long_document_memory" if args.output_name == "long_document_speed" else args.output_name

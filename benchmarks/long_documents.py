@@ -59,7 +59,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1046,7 +1046,7 @@ def write_results(args, qset: str, stats, full_stats, smoke: bool, results, sett
         "page_statistics": stats,
         "full_tier_statistics": full_stats,
         "question_source": QUESTION_SOURCES[qset].format(dev=", ".join(DEV_ARTICLES), n=args.tune_questions),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "metrics_are": "@k metrics and answer_in_snippet@1 are fractions (percentages in the markdown table); "
         "vector bytes are float32 views (or chunks) x dim x 4; tokens_per_s over the pages' MiniLM tokens",
         "systems": results,

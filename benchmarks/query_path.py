@@ -39,7 +39,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +244,7 @@ def main() -> None:
         "threadpools": pools,
         "load_average_before": load_before,
         "load_average_after": load_after,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "single_vector_rows_check": {
             "min_cosine_global_view_vs_sentence_transformers": global_view_cosine,
             "documents_checked": len(check),

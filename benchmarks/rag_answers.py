@@ -171,6 +171,20 @@ def pipeline_answers(folder: str, questions, contexts, texts, rows) -> tuple[dic
     return read_rows(answer, "generative (Haystack pipeline)", questions, contexts, texts, rows)
 
 
+def reader_answers(folder: str, precision: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
+    """``GenerativeReader`` (the shipped reader for ``shipped``, else a reader folder) at ``precision`` on every
+    row: its passages cut so that the prompt fits 1,024 tokens, greedy, at most 16 new tokens."""
+    from haystack_mvr.components.readers import GenerativeReader
+
+    reader = GenerativeReader(model=None if folder == "shipped" else folder, precision=precision)
+    reader.warm_up()
+
+    def answer(question, docs):
+        return reader.run(query=question, documents=docs)["answers"]
+
+    return read_rows(answer, f"GenerativeReader ({precision})", questions, contexts, texts, rows)
+
+
 def tokens_per_question(contexts, texts, rows, counter) -> dict[str, float]:
     out = {}
     for row in rows:
@@ -248,6 +262,10 @@ def main() -> None:
     parser.add_argument(
         "--generative", default=None, help="A merged generative reader folder, served here by the Haystack pipeline."
     )
+    parser.add_argument(
+        "--reader", default=None, help="'shipped' or a generative reader folder, read by GenerativeReader."
+    )
+    parser.add_argument("--precision", nargs="+", default=["int8"], help="With --reader: one entry per precision.")
     parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
     parser.add_argument("--export-prompts", type=Path, default=None, help="Write the generative reader's inputs.")
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), help="With --export-prompts.")
@@ -281,6 +299,10 @@ def main() -> None:
         predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)
         model = f"{args.generative} through generative_reader_pipeline, fp32, {args.threads} thread(s)"
         readers["generative (Haystack pipeline, CPU)"] = reader_entry(model, predictions, latency, answers)
+    for precision in args.precision if args.reader else []:
+        predictions, latency = reader_answers(args.reader, precision, questions, contexts, texts, rows)
+        model = f"{args.reader} through GenerativeReader, {precision}, {args.threads} thread(s)"
+        readers[f"generative reader ({args.reader}, {precision})"] = reader_entry(model, predictions, latency, answers)
     if args.extractive:
         predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
         model = f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)"

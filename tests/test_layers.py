@@ -43,6 +43,14 @@ FORBIDDEN = {
     "training": {"haystack", "haystack_mvr.components", "haystack_mvr.document_stores", "haystack_mvr.cli"},
     "evaluation": {"haystack_mvr.training", "haystack_mvr.cli"},
     "components": {"haystack_mvr.training", "haystack_mvr.cli"},
+    # the readers' wing: training and the components both build on it
+    "readers": {
+        "haystack_mvr.training",
+        "haystack_mvr.cli",
+        "haystack_mvr.components",
+        "haystack_mvr.document_stores",
+        "haystack_mvr.evaluation",
+    },
 }
 
 

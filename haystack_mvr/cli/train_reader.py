@@ -88,7 +88,7 @@ def run_train_reader(args: argparse.Namespace) -> int:
             msg = f"--{name.replace('_', '-')} {value} does not exist."
             raise CommandError(msg)
     if generative:  # its own base resolution (smollm2, a .gguf file), before torch is imported
-        from haystack_mvr.training.readers.generative_base import resolve_base
+        from haystack_mvr.readers.base_model import resolve_base
 
         resolve_base(arguments.model)
         from haystack_mvr.training.readers.generative import train_generative_reader

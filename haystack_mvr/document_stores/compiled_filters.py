@@ -83,6 +83,22 @@ def reads_only_meta(filters: Any, skip: tuple[str, ...] = ()) -> bool:
     )
 
 
+def id_filter_members(filters: Any) -> frozenset[str] | None:
+    """
+    The ids that ``filters`` matches when it is exactly ``{"field": "id", "operator": "in", "value": [...]}`` with
+    every member a string that is not an ISO date (Haystack's match is then plain membership, so a store can look
+    the ids up instead of testing every document); ``None`` for any other filter.
+    """
+    if not isinstance(filters, dict) or set(filters) != {"field", "operator", "value"}:
+        return None
+    if filters["field"] != "id" or filters["operator"] != "in" or not isinstance(filters["value"], list):
+        return None
+    members = filters["value"]
+    if not all(type(m) is str and not _looks_like_iso_date(m) for m in members):
+        return None
+    return frozenset(members)
+
+
 def _node(cond: Any) -> Predicate:
     if type(cond) is not dict:
         return lambda doc: document_matches_filter(cond, doc)

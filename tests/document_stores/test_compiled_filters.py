@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from haystack_mvr.document_stores import compiled_filters
 from haystack_mvr.document_stores.compiled_filters import compile_filter
 
-UTC, PLUS1 = timezone.utc, timezone(timedelta(hours=1))
+UTC, PLUS1 = UTC, timezone(timedelta(hours=1))
 DATES = [
     "2024-01-01",
     "2024-01-01T00:00:00",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -403,17 +404,27 @@ def test_a_prompt_builder_can_quote_the_matched_snippets(data_dir, tiny_backbone
     assert prompt.endswith(f"Question: {question}")
 
 
-def test_quickstart_caches_its_index_and_shows_a_snippet_for_every_hit(tmp_path, data_dir, tiny_backbone, capsys):
+def test_quickstart_caches_its_index_and_shows_a_snippet_for_every_hit(
+    tmp_path, data_dir, tiny_backbone, tiny_generative_reader, capsys
+):
     import quickstart
 
     argv = ["--corpus", str(data_dir / "corpus.jsonl"), "--model", str(tiny_backbone), "--top-k", "4"]
     argv += ["--index-dir", str(tmp_path / "index"), "--question", "Who wrote the river book?"]
+    argv += ["--reader", str(tiny_generative_reader), "--budget-tokens", "40"]
     quickstart.main(argv)
     first = capsys.readouterr().out
     assert "Indexed 4 documents" in first and "Saved the index" in first
     assert "(global view)" not in first
     hits = [line for line in first.splitlines() if line.strip().startswith(("matched snippet:", "whole paragraph"))]
     assert len(hits) == 4  # every hit shows the text that matched, whole-document matches included
+    # then the reader's answer (a random tiny reader: any text) and the pieces it read, each a span of its source
+    lines = first.split("Q: ")[1].splitlines()
+    assert sum(line.startswith("  Answer: ") for line in lines) == 1
+    read = [re.match(r"    read (\S+) \[(\d+):(\d+)\]: ", line) for line in lines if line.startswith("    read ")]
+    assert read and all(read)
+    texts = {json.loads(line)["id"]: json.loads(line)["text"] for line in (data_dir / "corpus.jsonl").open()}
+    assert all(m[1] in texts and 0 <= int(m[2]) < int(m[3]) <= len(texts[m[1]]) for m in read)
 
     quickstart.main(argv)  # same corpus, model and splitter: loaded, not encoded again
     second = capsys.readouterr().out

@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import generative_reader_pipeline
 from haystack_mvr.modeling.generative_prompt import ANSWER_PATTERN, reader_prompt
+from haystack_mvr.readers.base_model import SMOLLM2_FILE, SMOLLM2_PACKAGE
 from haystack_mvr.training.readers import (
     GENERATIVE_READER_TEMPLATE,
     GenerativeCollator,
@@ -34,7 +35,6 @@ from haystack_mvr.training.readers import (
     train_generative_reader,
 )
 from haystack_mvr.training.readers.generative import end_of_turn_id, fit_passages, prompt_ids
-from haystack_mvr.training.readers.generative_base import SMOLLM2_FILE, SMOLLM2_PACKAGE
 from tests.conftest import CHAT_TEMPLATE, chat_bpe_tokenizer, shared_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -366,3 +366,76 @@ def test_end_of_turn_is_the_template_token_even_when_the_tokenizer_names_another
     im_end = odd.convert_tokens_to_ids("<|im_end|>")
     assert im_end not in odd.all_special_ids
     assert end_of_turn_id(odd) == im_end == end_of_turn_id(tokenizer)
+
+
+# ---------------------------------------------------------------------------------------------------- the component
+
+
+def test_generative_reader_component_answers_as_generate_answers(learned_reader):
+    from haystack_mvr.components.readers import GenerativeReader
+
+    reader = GenerativeReader(model=str(learned_reader), precision="float32", max_prompt_tokens=256)
+    reader.warm_up()
+    first = reader._reader
+    reader.warm_up()  # idempotent
+    assert reader._reader is first
+    for example in EXAMPLES:
+        docs = [Document(content=p) for p in example["passages"]]
+        answers = reader.run(query=example["question"], documents=docs)["answers"]
+        assert [a.data for a in answers] == [example["answer"]]
+        assert answers[0].query == example["question"] and answers[0].documents == docs
+    assert reader.run(query="Anything?", documents=[Document(content="")])["answers"] == []
+    int8 = GenerativeReader(model=str(learned_reader), precision="int8")  # runs; a 32-wide toy may answer otherwise
+    assert isinstance(int8.run(query="Who wrote Hamlet?", documents=docs)["answers"][0].data, str)
+
+
+def test_generative_reader_serializes_and_loads_back_in_a_pipeline(learned_reader):
+    from haystack import Pipeline
+
+    from haystack_mvr.components.readers import GenerativeReader
+
+    pipeline = Pipeline()
+    pipeline.add_component("reader", GenerativeReader(model=str(learned_reader), max_new_tokens=8, precision="float32"))
+    again = Pipeline.loads(pipeline.dumps()).get_component("reader")
+    assert isinstance(again, GenerativeReader)
+    assert again.to_dict() == pipeline.get_component("reader").to_dict()
+    assert (again.model, again.max_new_tokens, again.precision) == (str(learned_reader), 8, "float32")
+    shipped = GenerativeReader().to_dict()["init_parameters"]
+    assert shipped["model"] is None and shipped["cache_dir"] is None  # no machine's path in a dumped pipeline
+
+
+def test_a_missing_or_broken_reader_folder_is_named_with_how_to_get_a_reader(tmp_path):
+    from haystack_mvr.components.readers import GenerativeReader
+    from haystack_mvr.readers.shipped import ReaderNotFoundError
+
+    missing = tmp_path / "runs" / "reader-generative" / "merged"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    for folder, reason in [(missing, "does not exist"), (empty, "holds no reader"), (broken, "could not be loaded")]:
+        with pytest.raises(ReaderNotFoundError, match=reason) as error:
+            GenerativeReader(model=str(folder)).warm_up()
+        assert str(folder) in str(error.value)
+        if reason != "could not be loaded":
+            assert "train-reader --kind generative" in str(error.value)
+            assert "ships with haystack-mvr" in str(error.value)
+            with pytest.raises(ReaderNotFoundError, match=reason):
+                generative_reader_pipeline(folder)
+    assert issubclass(ReaderNotFoundError, FileNotFoundError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"precision": "fp16"}, "precision must be one of"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_prompt_tokens": True}, "max_prompt_tokens"),
+    ],
+)
+def test_generative_reader_refuses_bad_settings(kwargs, message):
+    from haystack_mvr.components.readers import GenerativeReader
+
+    with pytest.raises(ValueError, match=message):
+        GenerativeReader(**kwargs)

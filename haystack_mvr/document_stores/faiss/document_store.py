@@ -26,7 +26,7 @@ from haystack_mvr.document_stores.checks import (
     check_top_k,
     document_dimension_message,
 )
-from haystack_mvr.document_stores.compiled_filters import compile_filter, reads_only_meta
+from haystack_mvr.document_stores.compiled_filters import compile_filter, id_filter_members, reads_only_meta
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
 from haystack_mvr.document_stores.faiss.document_table import (
     DocumentTable,
@@ -560,11 +560,16 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
 
     # ---------------------------------------------------------------------------------------- internals
     def _matching(self, filters: dict[str, Any] | None) -> list[str]:
-        """The ids of the documents matching ``filters``, in write order. A filter on ``meta`` fields only reads the
-        table's meta; any other field builds each document."""
+        """The ids of the documents matching ``filters``, in write order. An ``id in [...]`` filter looks the ids up
+        (its cost follows the list, not the store: the context builder's candidates); a filter on ``meta`` fields
+        only reads the table's meta; any other field builds each document."""
         table = self._documents
         if not filters:
             return table.ids()
+        members = id_filter_members(filters)
+        if members is not None:  # keys grow in write order (an overwrite is a new key at the end of the table)
+            keys = self._key_of
+            return sorted((i for i in members if i in keys), key=keys.__getitem__)
         if "operator" not in filters and "conditions" not in filters:
             msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
             raise ValueError(msg)

@@ -1,13 +1,12 @@
 """
 Train a generative RAG reader: LoRA (peft) on a small chat LM, SmolLM2-135M-Instruct by default, with transformers'
-``Trainer``; and read with it in batches.
+``Trainer``.
 
 Each example is a chat: the user message ``GENERATIVE_READER_TEMPLATE`` renders (the question and its numbered
 passages), then the answer as the assistant's turn, closed by the chat template's end-of-turn token. Only the answer
 and that token are labels; the passages (never the question or the answer) are cut to fit ``max_length`` tokens
-(:func:`fit_passages`, the same cut :func:`generate_answers` makes). The prompt is the one Haystack's
-``ChatPromptBuilder`` + ``HuggingFaceLocalChatGenerator`` build (``haystack_mvr.components.readers.generative``):
-the chat template applied as text, then tokenized as the generator's pipeline does.
+(:func:`~haystack_mvr.readers.generative_model.fit_passages`, the same cut the reader makes when it answers). The
+model, the prompt tokens, merging and answering live in ``haystack_mvr.readers.generative_model`` (re-exported here).
 
 This module never imports haystack, sentence-transformers, datasets or bm25s (the GPU machines that train it have
 none of them): torch, transformers, peft, jinja2 and the standard library only. A test keeps it so.
@@ -15,7 +14,6 @@ none of them): torch, transformers, peft, jinja2 and the standard library only. 
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import random
@@ -27,20 +25,22 @@ from typing import Any
 import torch
 import transformers
 from torch import Tensor
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments, set_seed
 
 from haystack_mvr.modeling.generative_prompt import GENERATIVE_READER_TEMPLATE, reader_messages  # noqa: F401 (re-exported)
+from haystack_mvr.readers.generative_model import (  # re-exported: the training API names them
+    ADAPTER_WEIGHTS,
+    _fit,
+    end_of_turn_id,
+    fit_passages,
+    generate_answers,
+    load_base,
+    load_generative_reader,
+    merge_generative_adapter,
+    prompt_ids,
+    save_merged,
+)
 from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
-from haystack_mvr.training.readers.generative_base import SMOLLM2, resolve_base
 from haystack_mvr.training.readers.trainer_setup import train_and_save, trainer_settings
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "load_base",
     "load_generative_reader",
     "merge_generative_adapter",
+    "native_bf16",
     "prompt_ids",
     "read_examples",
     "save_merged",
@@ -65,168 +66,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-
-
-# ---------------------------------------------------------------------------------------------------- the model
-
-
-def load_base(
-    model: str | Path = SMOLLM2, *, dtype: torch.dtype = torch.float32
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """
-    A causal chat LM and its tokenizer: ``smollm2`` (the packaged GGUF), a ``.gguf`` file (both dequantized, the
-    GGUF quantizer dropped so that peft and the Trainer see a plain model) or a transformers folder / hub id.
-
-    The tokenizer gets a pad token (its end-of-turn token when it has none) and the model's generation config stops
-    at the chat template's end-of-turn token.
-    """
-    folder, gguf_file = resolve_base(model)
-    gguf = {"gguf_file": gguf_file} if gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(folder, **gguf)
-    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **gguf, **_dequantized(gguf_file))
-    _drop_quantizer(lm)
-    _set_special_tokens(lm, tokenizer)
-    return lm, tokenizer
-
-
-def _dequantized(gguf_file: str | None) -> dict[str, Any]:
-    """``quantization_config=GgufConfig(dequantize=True)`` where transformers has it (weights unpacked at load,
-    never left in GGUF blocks that LoRA cannot wrap); older versions always dequantize."""
-    if gguf_file is None:
-        return {}
-    try:
-        from transformers import GgufConfig
-    except ImportError:
-        return {}
-    if "dequantize" not in inspect.signature(GgufConfig).parameters:
-        return {}
-    return {"quantization_config": GgufConfig(gguf_file=gguf_file, dequantize=True)}
-
-
-def _drop_quantizer(model: PreTrainedModel) -> None:
-    """Forget the GGUF origin of a dequantized model: no ``hf_quantizer`` (the Trainer refuses to train a GGUF-
-    quantized model, save_pretrained to save one) and no ``quantization_config`` in its config."""
-    packed = [name for name, module in model.named_modules() if type(module).__name__.startswith("Gguf")]
-    if packed:
-        msg = f"{len(packed)} layers kept their GGUF blocks (e.g. {packed[0]}); LoRA needs the weights dequantized."
-        raise RuntimeError(msg)
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None:
-        quantizer.remove_quantization_config(model)
-    for name in ("hf_quantizer", "quantization_method"):
-        if name in vars(model):
-            delattr(model, name)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    if getattr(model.config, "_is_quantized", False):
-        model.config._is_quantized = False
-
-
-def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
-    """
-    The token that closes an assistant turn in the tokenizer's chat template (``<|im_end|>`` for SmolLM2): the
-    first special token the template writes after the answer; the eos token when it writes none.
-    """
-    chat = [{"role": "user", "content": "q"}]
-    prompt = _chat_text(tokenizer, chat)
-    full = tokenizer.apply_chat_template([*chat, {"role": "assistant", "content": "a"}], tokenize=False)
-    if not full.startswith(prompt + "a"):
-        msg = "the chat template must write an assistant turn as the generation prompt followed by the answer."
-        raise ValueError(msg)
-    # the tokenizer's added special tokens, not only its named ones: transformers 5.17 reads SmolLM2's GGUF with
-    # eos <|im_start|> and without <|im_end|> among all_special_ids (5.24: eos <|im_end|>), and a reader trained
-    # there learned to end its answers with <|im_start|>
-    special = set(tokenizer.all_special_ids) | {
-        i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special
-    }
-    tail = tokenizer(full[len(prompt) + 1 :], add_special_tokens=False)["input_ids"]
-    found = next((i for i in tail if i in special), tokenizer.eos_token_id)
-    if found is None:
-        msg = "the tokenizer has no end-of-turn token (no special token after the answer, no eos token)."
-        raise ValueError(msg)
-    return int(found)
-
-
-def _set_special_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
-    end = end_of_turn_id(tokenizer)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(end)
-    config = model.generation_config
-    eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
-    eos = [end, *(i for i in eos if i is not None and i != end)]
-    config.eos_token_id = eos[0] if len(eos) == 1 else eos
-    config.pad_token_id = tokenizer.pad_token_id
-
-
-# ---------------------------------------------------------------------------------------------------- the prompt
-
-
-def _chat_text(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> str:
-    """The chat as the generator's text: the tokenizer's template with the generation prompt (and, as Haystack's
-    generator passes it, ``enable_thinking=False``)."""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
-
-
-def prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str]) -> list[int]:
-    """The reader's prompt tokens: ``reader_messages`` through the chat template, tokenized as a text-generation
-    pipeline tokenizes a text prompt (the tokenizer's default special tokens)."""
-    return tokenizer(_chat_text(tokenizer, reader_messages(question, passages)))["input_ids"]
-
-
-def _fair_shares(lengths: list[int], budget: int) -> list[int]:
-    """How many tokens each passage keeps: short ones whole, the others an equal share of what is left."""
-    keep = [0] * len(lengths)
-    left = max(budget, 0)
-    for rank, i in enumerate(sorted(range(len(lengths)), key=lengths.__getitem__)):
-        keep[i] = min(lengths[i], left // (len(lengths) - rank))
-        left -= keep[i]
-    return keep
-
-
-def _cut(tokenizer: PreTrainedTokenizerBase, passages: list[str], encoded: Any, keep: list[int]) -> list[str]:
-    """Each passage cut after its first ``keep`` tokens (by character offsets; decoded on a slow tokenizer)."""
-    cut = []
-    for n, (passage, k) in enumerate(zip(passages, keep, strict=True)):
-        ids = encoded["input_ids"][n]
-        if k >= len(ids):
-            cut.append(passage)
-        elif not tokenizer.is_fast:
-            cut.append(tokenizer.decode(ids[:k]))
-        else:
-            cut.append(passage[: encoded["offset_mapping"][n][k - 1][1]] if k else "")
-    return cut
-
-
-def _fit(
-    tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str], max_tokens: int
-) -> tuple[list[str], list[int]]:
-    """:func:`fit_passages` and the prompt tokens of the passages it keeps."""
-    passages = [str(p) for p in passages]
-    ids = prompt_ids(tokenizer, question, passages)
-    if len(ids) <= max_tokens or not passages:
-        return passages, ids
-    encoded = tokenizer(passages, add_special_tokens=False, return_offsets_mapping=tokenizer.is_fast)
-    lengths = [len(ids) for ids in encoded["input_ids"]]
-    budget = max_tokens - len(prompt_ids(tokenizer, question, [""] * len(passages)))
-    for _ in range(8):  # tokens may merge differently across a cut: shrink until the whole prompt fits
-        cut = _cut(tokenizer, passages, encoded, _fair_shares(lengths, budget))
-        ids = prompt_ids(tokenizer, question, cut)
-        if len(ids) <= max_tokens or budget <= 0:
-            return cut, ids
-        budget -= len(ids) - max_tokens
-    cut = [""] * len(passages)
-    return cut, prompt_ids(tokenizer, question, cut)
-
-
-def fit_passages(tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str], max_tokens: int) -> list[str]:
-    """
-    ``passages`` cut from their ends so that the prompt (:func:`prompt_ids`) has at most ``max_tokens`` tokens: each
-    passage keeps an equal share of what the question and the template leave (a shorter passage stays whole and
-    leaves its rest to the others). The question and the template are never cut: when they alone exceed
-    ``max_tokens`` every passage is emptied and the prompt stays longer.
-    """
-    return _fit(tokenizer, question, passages, max_tokens)[0]
 
 
 # ---------------------------------------------------------------------------------------------------- examples
@@ -325,20 +164,24 @@ class GenerativeCollator:
 # ---------------------------------------------------------------------------------------------------- training
 
 
-def _device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def generative_trainer_settings(args: ReaderTrainingArguments) -> tuple[TrainingArguments, list[TrainerCallback]]:
-    """``trainer_settings`` for LoRA: bf16 autocast on CUDA (fp32 on CPU), gradient accumulation, no weight
-    decay."""
-    cuda = torch.cuda.is_available()
+    """``trainer_settings`` for LoRA: bf16 autocast where the hardware computes in bfloat16 (CUDA with bf16, or a
+    CPU whose oneDNN has native bf16 kernels: AVX512-BF16 / AMX, about 3x float32's speed), else float32; gradient
+    accumulation, no weight decay, batches of examples of about the same length (less padding to compute)."""
     return trainer_settings(
         args,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         weight_decay=0.0,
-        bf16=cuda and torch.cuda.is_bf16_supported(),
+        bf16=native_bf16(),
+        train_sampling_strategy="group_by_length",
     )
+
+
+def native_bf16() -> bool:
+    """Whether this run's device computes bfloat16 natively (CUDA with bf16 support, or oneDNN's CPU bf16)."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def _halve_adapter(folder: Path) -> None:
@@ -467,133 +310,3 @@ def train_from_examples(
         **options,
     )
     return train_generative_reader(args, examples)
-
-
-# ---------------------------------------------------------------------------------------------------- merging
-
-
-def save_merged(model: Any, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
-    """
-    Save ``model`` (a peft model, its adapter merged in here, or a plain one) as a plain transformers folder:
-    safetensors weights without ``quantization_config``, its generation config and ``tokenizer``.
-    ``HuggingFaceLocalChatGenerator(model=folder)`` and :func:`load_generative_reader` load it.
-    """
-    if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
-    _drop_quantizer(model)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    return folder
-
-
-def _load_adapter(adapter: Path, base: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """``base`` with the adapter in ``adapter`` merged in, and the adapter's tokenizer (the base's without one)."""
-    from peft import PeftModel
-
-    recorded = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
-    if recorded and str(recorded) != str(base):
-        logger.warning("the adapter %s was trained on %s; merging it into %s", adapter, recorded, base)
-    model, tokenizer = load_base(base)
-    if (adapter / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(adapter))
-        _set_special_tokens(model, tokenizer)
-    summary = adapter / "reader_training.json"
-    trained_end = json.loads(summary.read_text(encoding="utf-8")).get("end_of_turn_id") if summary.is_file() else None
-    if trained_end is not None:  # the token the reader learned to end with stops its generation too
-        eos = model.generation_config.eos_token_id
-        eos = eos if isinstance(eos, list) else [eos]
-        model.generation_config.eos_token_id = [*dict.fromkeys([*eos, int(trained_end)])]
-    return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload(), tokenizer
-
-
-def merge_generative_adapter(adapter: str | Path, output_dir: str | Path, base: str | Path = SMOLLM2) -> dict[str, Any]:
-    """
-    Merge a LoRA adapter trained elsewhere (``train-reader --kind generative --no-merge``) into ``base`` and save
-    the result to ``output_dir`` (:func:`save_merged`).
-
-    :returns: ``{"kind", "adapter", "base", "merged"}``.
-    """
-    adapter = Path(adapter)
-    if not (adapter / "adapter_config.json").is_file():
-        msg = f"--merge-adapter {adapter}: no adapter_config.json there."
-        raise FileNotFoundError(msg)
-    model, tokenizer = _load_adapter(adapter, base)
-    merged = save_merged(model, tokenizer, output_dir)
-    return {"kind": "generative", "adapter": str(adapter), "base": str(base), "merged": str(merged)}
-
-
-# ---------------------------------------------------------------------------------------------------- reading
-
-
-def load_generative_reader(
-    folder_or_adapter: str | Path,
-    base: str | Path = SMOLLM2,
-    *,
-    device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """
-    A trained reader for :func:`generate_answers`, in eval mode: a merged folder as is, or an adapter folder merged
-    into ``base`` (``smollm2``, a ``.gguf`` file or a model folder).
-
-    :param device: Default: CUDA when available, else the CPU.
-    :param dtype: Default: bfloat16 on CUDA, float32 on the CPU.
-    """
-    folder = Path(folder_or_adapter)
-    device = torch.device(device or _device())
-    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
-    if (folder / "adapter_config.json").is_file():
-        model, tokenizer = _load_adapter(folder, base)
-        model = model.to(dtype)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-        _set_special_tokens(model, tokenizer)
-    return model.to(device).eval(), tokenizer
-
-
-@torch.inference_mode()
-def generate_answers(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    items: list[tuple[str, list[str]]],
-    batch_size: int = 32,
-    max_new_tokens: int = 16,
-    max_length: int = 512,
-) -> list[str]:
-    """
-    Greedy answers for ``(question, passages)`` items, in order: the training prompt, its passages cut so that it
-    fits ``max_length`` tokens (:func:`fit_passages`), left-padded in batches of ``batch_size``; each answer
-    decoded up to the end-of-turn token, without special tokens and surrounding whitespace.
-    """
-    end = end_of_turn_id(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
-    stop = model.generation_config.eos_token_id
-    stop = [end, *(i for i in (stop if isinstance(stop, list) else [stop]) if i is not None and i != end)]
-    prompts = [_fit(tokenizer, q, list(p), max_length)[1] for q, p in items]
-    was_training = model.training
-    model.eval()
-    answers = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start : start + batch_size]
-        width = max(len(p) for p in chunk)
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, prompt in enumerate(chunk):
-            ids[i, width - len(prompt) :] = torch.tensor(prompt)
-            mask[i, width - len(prompt) :] = 1
-        out = model.generate(
-            input_ids=ids.to(model.device),
-            attention_mask=mask.to(model.device),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            eos_token_id=stop,
-            pad_token_id=pad,
-        )
-        for row in out[:, width:].tolist():
-            row = row[: next((n for n, t in enumerate(row) if t in stop), len(row))]
-            answers.append(tokenizer.decode(row, skip_special_tokens=True).strip())
-    model.train(was_training)
-    return answers

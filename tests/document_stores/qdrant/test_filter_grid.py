@@ -10,7 +10,7 @@ when a listed cell agrees (remove it from both) or an unlisted one differs.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from haystack import Document
@@ -50,7 +50,7 @@ FILTERS = [
     *((op, v) for op in ("==", "!=") for v in (1, True, 0, False, 3, 2.5, "abc", "", None)),
     *((op, v) for op in ("==", "!=") for v in ("2021-06-01T12:00:00", "2021-06-01T10:00:00+00:00", "2021-06-01")),
     *(("==", v) for v in (["abc", "def"], [1, 3], [1], [], {"a": 1}, [None])),
-    ("==", datetime(2021, 6, 1, 10, tzinfo=timezone.utc)),
+    ("==", datetime(2021, 6, 1, 10, tzinfo=UTC)),
     *((op, v) for op in (">", ">=", "<", "<=") for v in (2, 1, True, 2.5, None)),
     *((op, v) for op in (">", "<=") for v in ("2021-06-01T11:00:00", "2021-06-01T11:00:00+01:00", "abc", [1])),
     (">=", datetime(2021, 6, 1, 12)),

