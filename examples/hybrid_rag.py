@@ -1,13 +1,13 @@
-"""Hybrid retrieval: BM25 and multi-view dense results fused with Haystack's DocumentJoiner, then a reader.
+"""Hybrid retrieval: BM25 and multi-view dense results fused by haystack-mvr's FusionJoiner, then a reader.
 
     python examples/hybrid_rag.py                                             # retrieval only, squad-mv
     python examples/hybrid_rag.py --reader google/flan-t5-base                # + Fusion-in-Decoder answers
     python examples/hybrid_rag.py --reader deepset/roberta-base-squad2 --reader-kind extractive
         # + transformers-haystack's extractive reader (pip install "haystack-mvr[readers]")
 
-Two fusions, both Haystack's DocumentJoiner: ``--fusion convex`` (default) min-max normalises each retriever's
-scores (DocumentScoreNormalizer) and sums them with weights ``--bm25-weight`` / 1 - that; ``--fusion rrf`` is
-reciprocal rank fusion. The default weight 0.4 was picked on squad-mv training questions
+Two fusions (``add_fusion_joiner``, one joiner input per retriever): ``--fusion convex`` (default) min-max normalises
+each retriever's scores and sums them with weights ``--bm25-weight`` / 1 - that; ``--fusion rrf`` is reciprocal rank
+fusion. The default weight 0.4 was picked on squad-mv training questions
 (benchmarks/results/hybrid_weights.md); dev-split results are in benchmarks/results/squad-mv.md. Both retrievers
 read the same documents: BM25 from Haystack's InMemoryDocumentStore, the dense side from the FAISS multi-view store.
 Each retriever offers ``--candidates`` documents (100) to the fusion, which keeps ``--top-k`` (5): with as few
@@ -76,7 +76,7 @@ def hybrid_pipeline(
     fusion: str = "convex",
     bm25_weight: float = 0.4,
 ) -> Pipeline:
-    """BM25 + (query embedder -> multi-view retriever) -> [score normalisers] -> DocumentJoiner -> optional reader.
+    """BM25 + (query embedder -> multi-view retriever) -> FusionJoiner -> optional reader.
 
     Each retriever offers ``candidates`` documents; the joiner keeps the ``top_k`` best fused ones."""
     from haystack import Pipeline

@@ -68,21 +68,23 @@ def test_to_dict_round_trip():
     assert DocumentScoreNormalizer.from_dict(data).method == "z_score"
 
 
-def test_add_fusion_joiner_wires_normalizers_only_for_convex_and_names_bad_fusions():
+def test_add_fusion_joiner_wires_each_source_into_its_own_input_and_names_bad_fusions():
     from haystack.components.retrievers import InMemoryBM25Retriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from haystack_mvr.components.joiners import add_fusion_joiner
+    from haystack_mvr.components.joiners import FusionJoiner, add_fusion_joiner
 
-    for fusion, expected in (("convex", {"a_scores", "b_scores"}), ("rrf", set())):
+    for fusion in ("convex", "rrf", "dbsf"):
         pipeline = Pipeline()
         for name in ("a", "b"):
             pipeline.add_component(name, InMemoryBM25Retriever(document_store=InMemoryDocumentStore()))
         add_fusion_joiner(pipeline, ["a", "b"], fusion=fusion, weights=[0.3, 0.7], top_k=3)
-        assert set(pipeline.graph.nodes) == {"a", "b", "joiner", *expected}
+        assert set(pipeline.graph.nodes) == {"a", "b", "joiner"}
         joiner = pipeline.get_component("joiner")
-        assert joiner.join_mode.value == ("merge" if fusion == "convex" else "reciprocal_rank_fusion")
+        assert isinstance(joiner, FusionJoiner) and joiner.fusion == fusion
         assert joiner.weights == [0.3, 0.7] and joiner.top_k == 3
+        edges = {(u, d["to_socket"].name) for u, _, d in pipeline.graph.edges(data=True)}
+        assert edges == {("a", "a"), ("b", "b")}
     with pytest.raises(ValueError, match="fusion must be one of"):
         add_fusion_joiner(Pipeline(), ["a"], fusion="max")
 

@@ -54,16 +54,17 @@ def sources(pipeline: Pipeline, names=("bm25", "dense"), *, given: bool = False)
             pipeline.add_component(name, InMemoryBM25Retriever(document_store=InMemoryDocumentStore(), top_k=100))
 
 
-def test_add_fusion_joiner_dbsf_wires_normalizers_and_a_weighted_merge():
+def test_add_fusion_joiner_dbsf_wires_one_named_input_per_source():
     pipeline = Pipeline()
     sources(pipeline)
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion="dbsf", weights=[0.3, 0.7], top_k=3)
-    assert set(pipeline.graph.nodes) == {"bm25", "dense", "bm25_dbsf", "dense_dbsf", "joiner"}
-    assert pipeline.get_component("bm25_dbsf").method == "dbsf"
+    assert set(pipeline.graph.nodes) == {"bm25", "dense", "joiner"}
     joiner = pipeline.get_component("joiner")
-    assert joiner.join_mode.value == "merge"
-    assert joiner.weights == pytest.approx([0.3, 0.7]) and joiner.top_k == 3
-    assert set(Pipeline.loads(pipeline.dumps()).graph.nodes) == set(pipeline.graph.nodes)  # dumps and loads
+    assert (joiner.fusion, joiner.sources, joiner.top_k) == ("dbsf", ["bm25", "dense"], 3)
+    assert joiner.weights == pytest.approx([0.3, 0.7])
+    again = Pipeline.loads(pipeline.dumps())  # dumps and loads
+    assert set(again.graph.nodes) == set(pipeline.graph.nodes)
+    assert again.get_component("joiner").to_dict() == joiner.to_dict()
 
 
 def fused(bm25, dense, weights):
@@ -96,17 +97,14 @@ def test_dbsf_sums_weighted_normalised_scores_where_haystacks_mode_keeps_the_max
     assert {d.id: d.score for d in haystack}["b"] == pytest.approx(max(nb["b"], nd["b"]))
 
 
-def test_several_joiners_share_the_sources_normalizers():
-    """Weights compared side by side in one pipeline: the second joiner reuses ``<source>_dbsf``."""
+def test_several_joiners_read_the_same_sources():
+    """Weights compared side by side in one pipeline."""
     pipeline = Pipeline()
     sources(pipeline, given=True)
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion="dbsf", weights=[0.1, 0.9], name="dbsf_a")
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion="dbsf", weights=[0.9, 0.1], name="dbsf_b")
     add_fusion_joiner(pipeline, ["bm25", "dense"], fusion="convex", weights=[0.4, 0.6], name="convex")
-    assert set(pipeline.graph.nodes) == {
-        *("bm25", "dense", "bm25_dbsf", "dense_dbsf", "bm25_scores", "dense_scores"),
-        *("dbsf_a", "dbsf_b", "convex"),
-    }
+    assert set(pipeline.graph.nodes) == {"bm25", "dense", "dbsf_a", "dbsf_b", "convex"}
     bm25 = ranked(("a", 30.0), ("b", 20.0), ("c", 10.0))
     dense = ranked(("c", 0.9), ("b", 0.8), ("a", 0.1))
     out = pipeline.run({"bm25": {"documents": bm25}, "dense": {"documents": dense}})
@@ -114,9 +112,3 @@ def test_several_joiners_share_the_sources_normalizers():
     assert next(d.id for d in out["dbsf_b"]["documents"]) == "a"
 
 
-def test_a_normalizer_name_taken_by_another_component_is_refused():
-    pipeline = Pipeline()
-    sources(pipeline)
-    pipeline.add_component("bm25_dbsf", DocumentScoreNormalizer("min_max"))
-    with pytest.raises(ValueError, match="bm25_dbsf"):
-        add_fusion_joiner(pipeline, ["bm25", "dense"], fusion="dbsf")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, Literal
 
 from haystack import Document, component, default_from_dict, default_to_dict
@@ -47,22 +48,35 @@ class DocumentScoreNormalizer:
         if not isinstance(documents, list) or any(not isinstance(d, Document) for d in documents):
             msg = "DocumentScoreNormalizer expects a list of Documents."
             raise ValueError(msg)
-        scores = []
-        for doc in documents:
-            if not isinstance(doc.score, (int, float)) or not math.isfinite(doc.score):
-                msg = f"Document {doc.id!r} has no finite score ({doc.score!r}); connect a retriever's output."
-                raise ValueError(msg)
-            scores.append(float(doc.score))
-        if not scores:
-            return {"documents": []}
-        if self.method == "min_max":
-            low, spread = min(scores), max(scores) - min(scores)
-            rescaled = [(s - low) / spread if spread > 0 else 1.0 for s in scores]
-        else:
-            mean = sum(scores) / len(scores)
-            std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
-            if self.method == "dbsf":  # (s - (mean - 3 std)) / (6 std)
-                rescaled = [(s - mean + 3 * std) / (6 * std) if std > 0 else 0.5 for s in scores]
-            else:
-                rescaled = [(s - mean) / std if std > 0 else 0.0 for s in scores]
+        rescaled = rescaled_scores(documents, self.method)
         return {"documents": [dataclasses.replace(d, score=s) for d, s in zip(documents, rescaled, strict=True)]}
+
+
+def rescaled_scores(documents: list[Document], method: str) -> list[float]:
+    """
+    The documents' scores rescaled by ``method`` (see :class:`DocumentScoreNormalizer`). Scores may be any real
+    numbers (numpy's too); extreme ones (beyond 1e150 or below 1e-150 in magnitude) are first divided by the largest
+    magnitude, which none of the three methods' results depends on, so that no spread or square overflows.
+
+    :raises ValueError: for a document without a finite score, naming it.
+    """
+    scores = []
+    for doc in documents:
+        score = doc.score
+        if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
+            msg = f"Document {doc.id!r} has no finite score ({score!r}); connect a retriever's output."
+            raise ValueError(msg)
+        scores.append(float(score))
+    if not scores:
+        return []
+    largest = max(abs(s) for s in scores)
+    if largest > 1e150 or 0 < largest < 1e-150:  # squares and spreads would overflow or vanish: rescale first
+        scores = [s / largest for s in scores]
+    if method == "min_max":
+        low, spread = min(scores), max(scores) - min(scores)
+        return [(s - low) / spread if spread > 0 else 1.0 for s in scores]
+    mean = math.fsum(scores) / len(scores)
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores))
+    if method == "dbsf":  # (s - (mean - 3 std)) / (6 std)
+        return [(s - mean + 3 * std) / (6 * std) if std > 0 else 0.5 for s in scores]
+    return [(s - mean) / std if std > 0 else 0.0 for s in scores]

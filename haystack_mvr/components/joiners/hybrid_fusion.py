@@ -6,13 +6,11 @@ import logging
 from collections.abc import Sequence
 
 from haystack import Pipeline
-from haystack.components.joiners import DocumentJoiner
 
-from haystack_mvr.components.joiners.document_score_normalizer import DocumentScoreNormalizer
+from haystack_mvr.components.joiners.fusion_joiner import FUSIONS, FusionJoiner
 
-FUSIONS = ("convex", "rrf", "dbsf")
-# the normalizer each score fusion puts after a source, and the suffix of its component name
-NORMALIZERS = {"convex": ("min_max", "scores"), "dbsf": ("dbsf", "dbsf")}
+__all__ = ["CANDIDATES", "FUSIONS", "add_fusion_joiner"]
+
 CANDIDATES = 100
 """Candidates per retriever that won on squad-mv (``benchmarks/results/hybrid_readme.md``): give each source this
 ``top_k``, far more than the joiner keeps."""
@@ -30,21 +28,17 @@ def add_fusion_joiner(
     name: str = "joiner",
 ) -> None:
     """
-    Add a ``DocumentJoiner`` named ``name`` fed by the ``documents`` output of each component in ``sources``.
+    Add a :class:`FusionJoiner` named ``name`` fed by the ``documents`` output of each component in ``sources``, each
+    into the joiner's input of the same name, so ``weights[i]`` is ``sources[i]``'s weight whatever order the
+    sources run in.
 
-    ``fusion="convex"``: each source's scores pass through a min-max ``DocumentScoreNormalizer``
-    (``<source>_scores``) and the joiner sums them with ``weights`` (``join_mode="merge"``).
+    ``fusion="convex"``: each source's scores min-max rescaled, then summed with ``weights``.
     ``fusion="rrf"``: reciprocal rank fusion of the ranks, weighted by ``weights``.
-    ``fusion="dbsf"``: distribution-based score fusion: each source's scores pass through a
-    ``DocumentScoreNormalizer("dbsf")`` (``<source>_dbsf``: mean - 3 std -> 0, mean + 3 std -> 1, the rescaling of
-    Haystack's ``DocumentJoiner(join_mode="distribution_based_rank_fusion")`` and of Qdrant's DBSF) and the joiner
-    sums them with ``weights`` (``join_mode="merge"``), as Qdrant's DBSF sums them. Haystack's own mode is not
-    used: it keeps each document's highest rescaled score instead of the sum and ignores ``weights``.
-    ``weights`` follow the order of ``sources``; ``None`` weighs them equally.
-
-    A normalizer already in the pipeline under its name (``<source>_scores`` or ``<source>_dbsf``, from an earlier
-    call over the same sources) is reused, so several joiners (other weights, other ``name``) can share the sources;
-    another component under that name is refused.
+    ``fusion="dbsf"``: distribution-based score fusion: each source's mean - 3 std -> 0, mean + 3 std -> 1 (the
+    rescaling of Haystack's ``DocumentJoiner(join_mode="distribution_based_rank_fusion")`` and of Qdrant's DBSF),
+    then summed with ``weights``, as Qdrant's DBSF sums them (Haystack's own mode keeps each document's highest
+    rescaled score and ignores weights). ``None`` weighs the sources equally. Several joiners (other weights, other
+    ``name``) can read the same sources.
 
     Two numbers, set apart: each source retriever's own ``top_k`` is how many **candidates** it offers the fusion
     (:data:`CANDIDATES`, 100, on squad-mv), and this ``top_k`` is how many fused documents the joiner keeps (what a
@@ -61,27 +55,13 @@ def add_fusion_joiner(
     :param pipeline: The pipeline holding the ``sources``.
     :param sources: Names of components with a ``documents`` output (retrievers), in the order of ``weights``.
     :param fusion: ``"convex"``, ``"rrf"`` or ``"dbsf"``.
-    :param weights: One weight per source; ``None``: equal weights.
+    :param weights: One finite, non-negative weight per source; ``None``: equal weights.
     :param top_k: How many fused documents the joiner returns.
     :param name: The joiner's component name.
-    :raises ValueError: if ``fusion`` is not one of :data:`FUSIONS`, or a normalizer's name is taken by another
-        component.
+    :raises ValueError: for an unknown ``fusion``, weights that are not one finite non-negative number per source, or
+        a source the pipeline does not have.
     """
-    if fusion not in FUSIONS:
-        msg = f"fusion must be one of {FUSIONS}, got {fusion!r}."
-        raise ValueError(msg)
-    method, suffix = NORMALIZERS.get(fusion, (None, None))
-    normalizers = {source: f"{source}_{suffix}" for source in sources} if method else {}
-    existing = set(pipeline.graph.nodes)
-    for normalizer in normalizers.values():
-        if normalizer in existing:
-            present = pipeline.get_component(normalizer)
-            if not isinstance(present, DocumentScoreNormalizer) or present.method != method:
-                msg = (
-                    f"add_fusion_joiner needs the component name {normalizer!r} for a DocumentScoreNormalizer"
-                    f"({method!r}), but the pipeline has another component under it ({type(present).__name__})."
-                )
-                raise ValueError(msg)
+    joiner = FusionJoiner(sources=list(sources), fusion=fusion, weights=weights, top_k=top_k)  # checks them all
     for source in sources:
         offered = getattr(pipeline.get_component(source), "top_k", None)
         if isinstance(offered, int) and not isinstance(offered, bool) and offered <= top_k and offered < CANDIDATES:
@@ -93,14 +73,6 @@ def add_fusion_joiner(
                 top_k,
                 CANDIDATES,
             )
-    mode = "reciprocal_rank_fusion" if fusion == "rrf" else "merge"
-    pipeline.add_component(name, DocumentJoiner(join_mode=mode, weights=weights, top_k=top_k))
+    pipeline.add_component(name, joiner)
     for source in sources:
-        output = f"{source}.documents"
-        if method:
-            normalizer = normalizers[source]
-            if normalizer not in existing:
-                pipeline.add_component(normalizer, DocumentScoreNormalizer(method))
-                pipeline.connect(output, f"{normalizer}.documents")
-            output = f"{normalizer}.documents"
-        pipeline.connect(output, f"{name}.documents")
+        pipeline.connect(f"{source}.documents", f"{name}.{source}")
