@@ -577,3 +577,34 @@ def test_upstream_weight_lets_the_upstream_ranking_order_the_seeds():
     for bad in (-1, True, "1"):
         with pytest.raises(ValueError, match="upstream_weight"):
             MultiViewContextBuilder(document_store=store, upstream_weight=bad)
+
+
+@pytest.mark.parametrize("joiner", [" ", "、", "\n"])
+def test_text_without_sentence_ends_is_cut_where_its_views_are(joiner):
+    """A transcript, scraped text or CJK without 。 is one "sentence": the piece starts at the matched view and holds
+    it, not the document's first tokens (issue 48)."""
+    words = [f"w{i}" for i in range(600)]
+    text = joiner.join(words)
+    assert len(sentence_spans(text)) == 1
+    starts = [text.index(f"w{i}{joiner}") if i < 599 else text.index("w599") for i in range(0, 600, 60)]
+    spans = [None, *([s, e - len(joiner)] for s, e in zip(starts, [*starts[1:], len(text) + len(joiner)], strict=True))]
+    scores = [0.0] + [0.1] * len(starts)
+    scores[6] = 0.9  # the view of words 300-359
+    matrix = np.array([[s, 0.0] for s in scores], dtype=np.float32)
+    store = faiss_store(Document(id="t", content=text, meta={"mvr_views": matrix, "mvr_view_spans": spans}))
+    for budget in (20, 300):
+        out = build(store, budget_tokens=budget, piece_tokens=16).run(upstream("t"), query_embedding=QUERY)
+        best = out["documents"][0]
+        start, end = best.meta[SOURCE_SPAN_KEY]
+        assert best.meta[MATCHED_VIEW_KEY] == 6 and text[start:end] == best.content
+        if budget == 20:  # the view does not fit: its own first tokens
+            assert start == spans[6][0] and best.content.startswith("w300"), best.content
+        else:  # the whole view, grown by its neighbours
+            assert start <= spans[6][0] and spans[6][1] <= end, (start, end, spans[6])
+        assert not best.content.startswith("w0" + joiner)  # never the document's first tokens
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -1.0, True])
+def test_upstream_weight_must_be_finite_and_not_negative(weight):
+    with pytest.raises(ValueError, match="upstream_weight must be a finite number"):
+        MultiViewContextBuilder(document_store=faiss_store(stored("a", 2, {0: 0.5})), upstream_weight=weight)

@@ -126,7 +126,7 @@ class _Doc:
     def sentences(self) -> list[Span]:
         if self._sentences is None:
             content = self.candidate.content
-            self._sentences = self._split(content)
+            self._sentences = _cut_at_views(content, self._split(content), self.candidate.spans)
             self.owner = [None] * len(self._sentences)
             starts = [s for s, _ in self._sentences]
             ends = [e for _, e in self._sentences]
@@ -164,6 +164,25 @@ class _Doc:
 
     def text(self, a: int, b: int) -> str:
         return self.candidate.content[self.sentences[a][0] : self.sentences[b][1]]
+
+
+def _cut_at_views(content: str, sentences: list[Span], views: Sequence[Span | None]) -> list[Span]:
+    """``sentences`` cut where a view's span starts or ends inside one (text without sentence ends, a sentence the
+    encoder cut into pieces): each view's text is then whole sentences, so a seed starts where its view does."""
+    bounds = sorted({p for span in views if span for p in span})
+    if not bounds:
+        return sentences
+    out: list[Span] = []
+    for start, end in sentences:
+        cuts = bounds[bisect.bisect_right(bounds, start) : bisect.bisect_left(bounds, end)]
+        for left, right in zip([start, *cuts], [*cuts, end], strict=True):
+            while left < right and content[left].isspace():
+                left += 1
+            while right > left and content[right - 1].isspace():
+                right -= 1
+            if right > left:
+                out.append((left, right))
+    return out
 
 
 class _Selection:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -189,8 +190,13 @@ class MultiViewContextBuilder:
         self.max_pieces_per_document = max_pieces_per_document
         self.order = order
         self.whole_document_if_fits = whole_document_if_fits
-        if isinstance(upstream_weight, bool) or not isinstance(upstream_weight, (int, float)) or upstream_weight < 0:
-            msg = f"upstream_weight must be a number >= 0, got {upstream_weight!r}."
+        if (
+            isinstance(upstream_weight, bool)
+            or not isinstance(upstream_weight, (int, float))
+            or not math.isfinite(upstream_weight)
+            or upstream_weight < 0
+        ):
+            msg = f"upstream_weight must be a finite number >= 0, got {upstream_weight!r}."
             raise ValueError(msg)
         self.upstream_weight = float(upstream_weight)
         self._counter: WordCounter | _TokenizerCounter | None = None if tokenizer else WordCounter()
