@@ -57,20 +57,20 @@ def load_corpus(path: str | Path, limit: int | None = None) -> list[Passage]:
 
     :param limit: Read only the first ``limit`` records (all when ``None``); the lines after them are not read.
     :raises FileNotFoundError: if ``path`` does not exist.
-    :raises ValueError: ``"<file>:<line>: ..."`` for a line that is not a JSON object or a record without a
-        non-empty string ``id`` or ``text``.
+    :raises ValueError: ``"<file>:<line>: ..."`` for a line that is not a JSON object, a record without a
+        non-empty string ``id`` or ``text``, or an ``id`` an earlier line has (naming that line).
     """
     passages: list[Passage] = []
     if limit is not None and limit <= 0:
         return passages
+    first_seen: dict[str, str] = {}
     for where, r in read_jsonl(path):
-        passages.append(
-            Passage(
-                id=str(_field(r, "id", str, where)),
-                title=str(r.get("title") or ""),
-                text=_field(r, "text", str, where),
-            )
-        )
+        doc_id = str(_field(r, "id", str, where))
+        if doc_id in first_seen:  # found before anything is encoded, not when a store refuses the second copy
+            msg = f"{where}: id {doc_id!r} is already the id of {first_seen[doc_id]}; every id must be unique."
+            raise ValueError(msg)
+        first_seen[doc_id] = where
+        passages.append(Passage(id=doc_id, title=str(r.get("title") or ""), text=_field(r, "text", str, where)))
         if limit is not None and len(passages) >= limit:
             break
     return passages

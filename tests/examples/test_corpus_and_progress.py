@@ -111,3 +111,30 @@ def test_short_documents_beside_long_ones_show_a_progress_bar(tiny_backbone, mon
     texts = ["Short one.", "Another short one.", "A long one. " * 40]
     encoder.encode_documents(texts, progress_bar=True)
     assert (2, True) in bars  # the two short documents, with their bar
+
+
+def test_a_duplicate_id_is_named_with_both_lines_before_anything_is_encoded(tmp_path, tiny_backbone):
+    import quickstart
+
+    corpus = write_lines(
+        tmp_path / "dup.jsonl", [json.dumps(GOOD), json.dumps({**GOOD, "id": "other"}), json.dumps(GOOD)]
+    )
+    with pytest.raises(SystemExit) as exit_info:  # before the model is even loaded: nothing encoded
+        quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), "--no-cache", "--no-answers"])
+    message = str(exit_info.value.code)
+    assert message == f"{corpus}:3: id {GOOD['id']!r} is already the id of {corpus}:1; every id must be unique."
+
+
+def test_corpus_text_errors_name_file_and_line_and_a_bom_is_read(tmp_path):
+    from haystack_mvr.datasets import load_corpus
+
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + (json.dumps(GOOD) + "\n").encode())
+    assert [p.id for p in load_corpus(bom)] == [GOOD["id"]]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes((json.dumps(GOOD) + "\n").encode() + b'{"id": "b", "text": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=rf"^{latin}:2: not UTF-8 text \(byte b'\\xe9' at column 25\)\.$"):
+        load_corpus(latin)
+    control = write_lines(tmp_path / "control.jsonl", ['{"id": "a", "text": "tab\there"}'])
+    with pytest.raises(ValueError, match=rf"^{control}:1: not valid JSON \(Invalid control character at column 25\)"):
+        load_corpus(control)
