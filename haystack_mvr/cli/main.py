@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train-reader": (
         "haystack_mvr.cli.train_reader",
         "add_train_reader_parser",
-        "Train an extractive or Fusion-in-Decoder reader on squad-mv.",
+        "Train an extractive, Fusion-in-Decoder or generative (LoRA) reader.",
     ),
     "eval": ("haystack_mvr.cli.evaluate", "add_eval_parser", "Evaluate a model on a corpus and questions."),
     "convert": (

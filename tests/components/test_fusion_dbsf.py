@@ -110,5 +110,3 @@ def test_several_joiners_read_the_same_sources():
     out = pipeline.run({"bm25": {"documents": bm25}, "dense": {"documents": dense}})
     assert next(d.id for d in out["dbsf_a"]["documents"]) == "c"
     assert next(d.id for d in out["dbsf_b"]["documents"]) == "a"
-
-

@@ -89,7 +89,7 @@ def cli_run(tiny_lm, examples_file, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("cli") / "reader"
     argv = [
         "train-reader", "--kind", "generative", "--model", str(tiny_lm), "--output-dir", str(out),
-        "--examples-file", str(examples_file), "--max-steps", "2", "--batch-size", "2", "--max-length", "96",
+        "--examples-file", str(examples_file), "--max-steps", "2", "--batch-size", "2", "--max-length", "256",
         "--threads", "1", "--lora-r", "4", "--lora-alpha", "8",
     ]  # fmt: skip
     assert main(argv) == 0
@@ -159,9 +159,8 @@ def test_passages_are_cut_to_max_length_never_the_question_or_the_answer(tiny_lm
         assert len(cut[1]) < len(passages[1]) and len(cut[2]) < len(passages[2])
         assert features["input_ids"][: -len(kept)] == prompt_ids(tokenizer, question, cut)
         assert f"Question: {question}\nAnswer:" in tokenizer.decode(features["input_ids"])
-    starved = generative_features(tokenizer, question, passages, answer, max_length=bare // 2)
-    assert starved["input_ids"][:bare] == prompt_ids(tokenizer, question, ["", "", ""])  # the question stays
-    assert tokenizer.decode([t for t in starved["labels"] if t != -100][:-1]) == answer
+    with pytest.raises(ValueError, match=f"--max-length {bare // 2} leaves no room for the passages"):
+        generative_features(tokenizer, question, passages, answer, max_length=bare // 2)  # never train blind
     assert fit_passages(tokenizer, question, passages, whole) == passages
 
 
@@ -283,7 +282,7 @@ def test_generative_training_needs_no_haystack(tiny_lm, examples_file, tmp_path)
     )
     out = tmp_path / "reader"
     argv = ["train-reader", "--kind", "generative", "--model", str(tiny_lm), "--output-dir", str(out),
-            "--examples-file", str(examples_file), "--max-steps", "1", "--batch-size", "2", "--max-length", "64",
+            "--examples-file", str(examples_file), "--max-steps", "1", "--batch-size", "2", "--max-length", "256",
             "--threads", "1", "--no-merge"]  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-c", script, *argv],
@@ -439,3 +438,54 @@ def test_generative_reader_refuses_bad_settings(kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         GenerativeReader(**kwargs)
+
+
+def test_main_help_names_the_generative_reader(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "generative (LoRA) reader" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--learning-rate", "inf"], "--learning-rate must be a finite number > 0"),
+        (["--learning-rate", "0"], "--learning-rate must be a finite number > 0"),
+        (["--learning-rate", "nan"], "--learning-rate must be a finite number > 0"),
+        (["--epochs", "0"], "--epochs must be a finite number > 0"),
+        (["--max-steps", "0"], "max_steps must be a positive integer"),
+        (["--max-steps", "-7"], "max_steps must be a positive integer"),
+        (["--max-length", "1"], "--max-length 1 leaves no room for the passages of the question"),
+        (["--limit", "0"], "limit must be a positive integer"),
+        (["--limit", "-1"], "limit must be a positive integer"),
+        (["--threads", "0"], "threads must be a positive integer"),
+        (["--threads", "-1"], "threads must be a positive integer"),
+        (["--max-minutes", "0"], "--max-minutes must be a finite number > 0"),
+    ],
+)
+def test_train_reader_refuses_bad_numbers_in_one_line(flags, message, tiny_lm, examples_file, tmp_path, capsys):
+    out = tmp_path / "reader"
+    argv = ["train-reader", "--kind", "generative", "--output-dir", str(out), "--examples-file", str(examples_file)]
+    argv += ["--model", str(tiny_lm)]
+    assert main([*argv, *flags]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err.splitlines()[-1] and "Traceback" not in err, err  # one line (after any progress bar)
+    assert not out.exists()  # nothing trained, nothing saved
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'["not", "an", "object"]\n', ":1: expected a JSON object"),
+        (b'{"question": "q", "answer": "a", "passages": ["p"]}\n{broken\n', ":2: not valid JSON"),
+        (b'{"question": "q", "answer": "caf\xe9", "passages": ["p"]}\n', ":1: not UTF-8 text"),
+        (b'{"question": "q", "passages": ["p"]}\n', ":1: each example needs"),
+        (b"\n\n", ": no examples (an empty file)"),
+    ],
+)
+def test_a_bad_examples_file_is_named_with_its_line(content, message, tmp_path):
+    path = tmp_path / "examples.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        read_examples(path)
+    assert str(error.value).startswith(f"{path}") and message in str(error.value), str(error.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -217,6 +218,15 @@ class ReaderTrainingArguments:
             "gradient_accumulation_steps",
         ):
             check_positive_int(name, getattr(self, name), optional=True)
+        for name in ("limit", "threads", "logging_steps"):
+            check_positive_int(name, getattr(self, name), optional=True)
+        if self.max_steps != -1:
+            check_positive_int("max_steps", self.max_steps)  # -1: train for --epochs
+        for name in ("learning_rate", "epochs", "max_minutes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not math.isfinite(value) or value <= 0):
+                msg = f"--{name.replace('_', '-')} must be a finite number > 0, got {value!r}."
+                raise ValueError(msg)
         if not 0 <= self.lora_dropout < 1 or self.lora_alpha <= 0:
             msg = f"lora_dropout must be in [0, 1) and lora_alpha positive, got {self.lora_dropout}, {self.lora_alpha}."
             raise ValueError(msg)

@@ -97,13 +97,17 @@ def checked_example(record: Any, where: str = "an example") -> dict[str, Any]:
 def read_examples(path: str | Path) -> list[dict[str, Any]]:
     """
     A JSONL of training examples, one ``{"id", "question", "passages": [text, ...], "answer"}`` per line (the
-    passages a retriever handed the question, best first, the gold one ensured).
+    passages a retriever handed the question, best first, the gold one ensured); a bad line (not JSON, not an object,
+    not UTF-8, a field missing) is a ``ValueError`` naming the file and the line, an empty file one naming the file.
     """
-    examples = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                examples.append(checked_example({"id": str(n), **json.loads(line)}, f"{path}:{n}"))
+    from haystack_mvr.datasets.jsonl import read_jsonl
+
+    examples = [
+        checked_example({"id": where.rpartition(":")[2], **record}, where) for where, record in read_jsonl(path)
+    ]
+    if not examples:
+        msg = f"{path}: no examples (an empty file)."
+        raise ValueError(msg)
     return examples
 
 
@@ -137,6 +141,13 @@ def generative_features(
     """
     end = end_of_turn_id(tokenizer) if end_id is None else end_id
     answer_ids = [*tokenizer(answer.strip(), add_special_tokens=False)["input_ids"], end]
+    room = max_length - len(answer_ids) - len(prompt_ids(tokenizer, question, [""] * len(passages)))
+    if passages and room <= 0:
+        msg = (
+            f"--max-length {max_length} leaves no room for the passages of the question {question[:80]!r} (its "
+            f"prompt without passages and its answer take {max_length - room} tokens): raise --max-length."
+        )
+        raise ValueError(msg)
     prompt = _fit(tokenizer, question, passages, max_length - len(answer_ids))[1]
     return {"input_ids": prompt + answer_ids, "labels": [-100] * len(prompt) + answer_ids}
 
