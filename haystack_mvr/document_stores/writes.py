@@ -191,7 +191,11 @@ def prepare_document(document: Document) -> PreparedDocument:
 
 
 def same_encoder(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two encoder configs are the same once written as JSON (a record read back holds lists, not tuples)."""
+    """Whether two encoder configs are the same once written as JSON (a record read back holds lists, not tuples);
+    two that both carry the weights' ``fingerprint`` are compared without ``model``, the name the weights were
+    loaded by (the packaged MiniLM's folder in one environment, its hub id in a dumped pipeline)."""
+    if "fingerprint" in a and "fingerprint" in b:
+        a, b = ({k: v for k, v in c.items() if k != "model"} for c in (a, b))
     return canonical_encoder(a) == canonical_encoder(b)
 
 

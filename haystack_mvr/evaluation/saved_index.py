@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
+from haystack_mvr.modeling.loading import local_model_name
 from haystack_mvr.modeling.sentence_splitting import splitter_name
 
 logger = logging.getLogger(__name__)
@@ -89,16 +90,18 @@ def index_key(corpus: Path, model: str, **settings: Any) -> dict[str, Any]:
     What an index is built from, as a JSON-able dict: compare two with ``==``.
 
     :param corpus: The corpus file (its bytes are hashed).
-    :param model: The model name or folder given to the embedder (a folder's files are hashed).
+    :param model: The model name or folder given to the embedder (the files of the folder it loads from are hashed:
+        also the packaged all-MiniLM-L6-v2 folder its hub id names).
     :param settings: Anything else that changes the vectors or the store (JSON values).
     """
     from haystack_mvr import __version__
 
+    loaded_from = local_model_name(str(model))  # the packaged folder for its hub id: its files are what load
     return {
         "corpus_sha256": _file_sha256(corpus),
         "model": str(model),
-        "model_files": _folder_files(str(model)),
-        "model_snapshot": _hub_snapshot(str(model)),
+        "model_files": _folder_files(loaded_from),
+        "model_snapshot": _hub_snapshot(loaded_from),
         "sentence_splitter": splitter_name(),
         "haystack_mvr": __version__,
         "settings": json.loads(json.dumps(settings, sort_keys=True)),

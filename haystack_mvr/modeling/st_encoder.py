@@ -40,6 +40,7 @@ from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
 from haystack_mvr.modeling.loading import (
     LoadOptions,
     is_multi_view_checkpoint,
+    portable_model_name,
     resolve_model,
     sentence_transformers_defaults,
 )
@@ -199,11 +200,12 @@ class MultiVectorEncoderAdapter:
     def identity(self, model: str | Path) -> dict[str, Any]:
         """
         A JSON-able dict naming this encoder, for ``meta["mvr_encoder"]`` and a store's ``encoder_config``:
-        ``model`` (as the user gave it) and :func:`~haystack_mvr.modeling.identity.encoder_identity` (computed once).
+        ``model`` (as the user gave it; the packaged MiniLM's folder by its hub id, so that no environment's path
+        travels in a dumped pipeline) and :func:`~haystack_mvr.modeling.identity.encoder_identity` (computed once).
         """
         if self._identity is None:
             self._identity = encoder_identity(self.config, self.fingerprint())
-        return {"model": str(model), **self._identity}
+        return {"model": portable_model_name(str(model)), **self._identity}
 
     # ----------------------------------------------------------------------------------- inference path
     def encode_queries(self, texts: list[str], batch_size: int = 32, progress_bar: bool = False) -> np.ndarray:

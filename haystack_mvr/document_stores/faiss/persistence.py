@@ -34,6 +34,7 @@ from haystack_mvr.document_stores.faiss import index_versions
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
+from haystack_mvr.document_stores.writes import same_encoder
 
 FORMAT_VERSION = 2
 KIND = "haystack-mvr.faiss-multi-view-store"
@@ -194,7 +195,8 @@ def _check_compatible(target: LoadingStore, meta: dict[str, Any], where: str) ->
     if target.embedding_dim is not None and dim is not None and dim != target.embedding_dim:
         msg = f"{where} holds {dim}-dimensional vectors; this store expects {target.embedding_dim}."
         raise DocumentStoreError(msg)
-    if target.encoder_config is not None and meta["encoder_config"] not in (None, target.encoder_config):
+    saved = meta["encoder_config"]
+    if target.encoder_config is not None and saved is not None and not same_encoder(saved, target.encoder_config):
         msg = f"{where} was built with another encoder config: {meta['encoder_config']} != {target.encoder_config}."
         raise DocumentStoreError(msg)
     if meta["trained"] and target.index_factory is not None and meta["index_factory"] != target.index_factory:
