@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from haystack.errors import FilterError
 
-__all__ = ["InvalidRequestError", "client_error"]
+__all__ = ["InvalidFilterError", "InvalidRequestError", "client_error"]
 
 
 class InvalidRequestError(ValueError):
     """A run input the caller got wrong: an empty query, ``top_k`` below 1 (a client error, HTTP 4xx when served)."""
+
+
+class InvalidFilterError(InvalidRequestError, FilterError):
+    """A malformed filter (a missing operator, a Haystack 1.x filter, a field that is not a string): Haystack's
+    ``FilterError`` as stores raise it, and the caller's mistake."""
 
 
 def client_error(error: BaseException) -> BaseException | None:

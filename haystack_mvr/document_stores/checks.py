@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from haystack_mvr.errors import InvalidRequestError
+from haystack_mvr.errors import InvalidFilterError, InvalidRequestError
 from haystack_mvr.validation import check_positive_int
 
 __all__ = [
     "check_batch_size",
     "check_encoder_config",
+    "check_filters",
     "check_optional_positive_int",
     "check_positive_int",
     "check_query_dimension",
@@ -50,6 +51,69 @@ def check_encoder_config(encoder_config: Any) -> dict[str, Any] | None:
         msg = f"encoder_config must be a dict or None, got {type(encoder_config).__name__}."
         raise ValueError(msg)
     return encoder_config
+
+
+LOGICAL_OPERATORS = ("AND", "OR", "NOT")
+COMPARISON_OPERATORS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
+MAX_FILTER_DEPTH = 32
+
+
+def check_filters(filters: Any) -> Any:
+    """
+    ``filters`` if it is ``None`` or a well-formed Haystack filter, else an
+    :class:`~haystack_mvr.errors.InvalidFilterError` (Haystack's ``FilterError`` and a ``ValueError``; a client error
+    when served) saying what is wrong and where: not a dict, a Haystack 1.x filter (``{"title": ...}``), a missing or
+    unknown ``operator``, a ``field`` that is not a string, ``conditions`` that are not a list, nesting deeper than
+    :data:`MAX_FILTER_DEPTH`.
+    Whether values compare (a date against a number) is left to the filter's evaluation, as Haystack leaves it.
+    """
+    if filters is None:
+        return None
+    _check_condition(filters, "filters", 0)
+    return filters
+
+
+def _check_condition(cond: Any, where: str, depth: int) -> None:
+    if depth > MAX_FILTER_DEPTH:
+        _bad(f"{where}: filters nest deeper than {MAX_FILTER_DEPTH} levels.")
+    if not isinstance(cond, dict):
+        _bad(f"{where} must be a dict, got {type(cond).__name__}.")
+    operator = cond.get("operator")
+    if "operator" not in cond:
+        if cond and not {"field", "conditions", "value"} & set(cond):
+            _bad(
+                f"{where} {_short(cond)} is not a Haystack filter (Haystack 1.x's {{field: value}} form?): use "
+                '{"field": "meta.title", "operator": "==", "value": ...}.'
+            )
+        _bad(f"{where} has no 'operator' ({_short(cond)}).")
+    if not isinstance(operator, str):
+        _bad(f"{where}: 'operator' must be a string, got {type(operator).__name__} ({_short(operator)}).")
+    if "conditions" in cond:
+        if operator not in LOGICAL_OPERATORS:
+            _bad(f"{where}: operator {operator!r} with 'conditions' must be one of {list(LOGICAL_OPERATORS)}.")
+        conditions = cond["conditions"]
+        if not isinstance(conditions, list):
+            _bad(f"{where}: 'conditions' must be a list, got {type(conditions).__name__}.")
+        for i, sub in enumerate(conditions):
+            _check_condition(sub, f"{where}.conditions[{i}]", depth + 1)
+        return
+    if operator not in COMPARISON_OPERATORS:
+        known = [*COMPARISON_OPERATORS, *LOGICAL_OPERATORS]
+        _bad(f"{where}: unknown operator {operator!r} (one of {known}; AND, OR and NOT take 'conditions').")
+    if "field" not in cond or "value" not in cond:
+        missing = [k for k in ("field", "value") if k not in cond]
+        _bad(f"{where}: a comparison needs 'field' and 'value' (missing {missing}).")
+    if not isinstance(cond["field"], str):
+        _bad(f"{where}: 'field' must be a string, got {type(cond['field']).__name__} ({_short(cond['field'])}).")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bad(message: str) -> None:
+    raise InvalidFilterError(message)
 
 
 def check_query_dimension(queries: np.ndarray, dim: int) -> None:

