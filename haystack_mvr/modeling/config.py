@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from haystack_mvr.modeling.positions import position_limit
 from haystack_mvr.validation import check_positive_int
 
 logger = logging.getLogger(__name__)
@@ -231,8 +232,6 @@ def _check_types(config: MultiViewConfig) -> None:
 
 def _check_positions(config: MultiViewConfig, backbone: Path, where: Path) -> None:
     """``doc_max_length`` and ``query_max_length`` within the positions of the backbone saved in ``backbone``."""
-    from haystack_mvr.modeling.loading import position_limit
-
     limit = position_limit(backbone)
     if limit is None:
         return
