@@ -39,17 +39,58 @@ def store_spec(text: str) -> tuple[str, str]:
     return kind, where
 
 
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive integer")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: 0 or a positive integer")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: an integer") from None
+
+
+def filters_json(text: str) -> dict[str, Any]:
+    from haystack_mvr.document_stores.checks import check_filters
+
+    try:
+        return check_filters(json.loads(text))
+    except ValueError as e:  # not JSON, or not a well-formed Haystack filter
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+
+
+def same_store(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    """Whether two store specs name one store: local folders compared resolved, URLs without a trailing slash."""
+    if a[0] != b[0]:
+        return False
+    if a[0] == "qdrant-url":
+        return a[1].rstrip("/") == b[1].rstrip("/")
+    return Path(a[1]).resolve() == Path(b[1]).resolve()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source", type=store_spec, required=True, help="The store to read.")
     parser.add_argument("--to", dest="target", type=store_spec, required=True, help="The store to write.")
     parser.add_argument("--index", default="haystack_mvr", help="Qdrant collection name (both sides).")
-    parser.add_argument("--batch-size", type=int, default=256, help="Documents per batch read and written.")
-    parser.add_argument("--filter", type=json.loads, default=None, help="Haystack filters (JSON): copy only these.")
+    parser.add_argument("--batch-size", type=positive_int, default=256, help="Documents per batch read and written.")
+    parser.add_argument("--filter", type=filters_json, default=None, help="Haystack filters (JSON): copy only these.")
     parser.add_argument("--overwrite", action="store_true", help="Replace documents the target already holds.")
     parser.add_argument("--index-factory", default="Flat", help="FAISS index of a FAISS target (e.g. 'HNSW32').")
     parser.add_argument("--api-key-env", default="QDRANT_API_KEY", help="Env var holding a Qdrant server's key.")
-    parser.add_argument("--verify", type=int, default=0, metavar="N", help="Compare N random queries afterwards.")
+    parser.add_argument(
+        "--verify", type=non_negative_int, default=0, metavar="N", help="Compare N random queries afterwards."
+    )
     return parser.parse_args(argv)
 
 
@@ -219,7 +260,7 @@ def verify(source: Any, target: Any, dim: int | None, count: int, copied: dict[s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.source == args.target:
+    if same_store(args.source, args.target):
         raise SystemExit("--from and --to name the same store.")
     if args.target[0] == "faiss":
         from haystack_mvr.evaluation.saved_index import KEY_FILE
@@ -230,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 "corpus and model, never written by hand. Pick another target folder."
             )
             raise SystemExit(msg)
+    from haystack.document_stores.errors import DocumentStoreError
     from haystack.document_stores.types import DuplicatePolicy
 
     from haystack_mvr.document_stores import copy_documents
@@ -237,9 +279,24 @@ def main(argv: list[str] | None = None) -> int:
     source, _ = open_source(*args.source, args)
     dim = dimension(source)
     target = open_store(*args.target, args, embedding_dim=dim)
+    spec = ":".join(args.target)
+    held = target.count_documents()
+    if held and not args.overwrite:
+        msg = (
+            f"{spec} already holds {held} documents: nothing was copied. --overwrite adds these to them (a document "
+            "of the same id is replaced, and a copy that stopped midway resumes), or name an empty target."
+        )
+        raise SystemExit(msg)
+    if held and args.verify:
+        msg = f"--verify compares the target with the source: {spec} held {held} documents before the copy."
+        raise SystemExit(msg)
     policy = DuplicatePolicy.OVERWRITE if args.overwrite else DuplicatePolicy.FAIL
     started = time.perf_counter()
-    copied = copy_documents(source, target, batch_size=args.batch_size, filters=args.filter, policy=policy)
+    try:
+        copied = copy_documents(source, target, batch_size=args.batch_size, filters=args.filter, policy=policy)
+    except (ValueError, DocumentStoreError) as e:  # another dimension or encoder: what the target holds is kept
+        first = str(e).splitlines()[0]
+        raise SystemExit(f"{spec}: {first} What the target held before is kept.") from None
     if args.target[0] == "faiss":
         target.save(args.target[1])
     seconds = time.perf_counter() - started

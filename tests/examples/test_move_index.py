@@ -71,7 +71,7 @@ def test_faiss_to_qdrant_folder_to_faiss(tmp_path, move_index, capsys):
         assert [(h.id, h.meta[MATCHED_SPAN_KEY]) for h in got] == [(h.id, h.meta[MATCHED_SPAN_KEY]) for h in expected]
         np.testing.assert_allclose([h.score for h in got], [h.score for h in expected], rtol=1e-6)
 
-    with pytest.raises(Exception, match="already exists"):  # the target holds them: --overwrite to resume
+    with pytest.raises(SystemExit, match=r"already holds 30 documents: nothing was copied\. --overwrite"):
         move_index.main(["--from", f"faiss:{tmp_path / 'faiss'}", "--to", qdrant, "--index", "moved"])
     assert (
         move_index.main(["--from", f"faiss:{tmp_path / 'faiss'}", "--to", qdrant, "--index", "moved", "--overwrite"])
@@ -83,3 +83,59 @@ def test_bad_store_spec_is_a_usage_error(move_index, capsys):
     with pytest.raises(SystemExit):
         move_index.main(["--from", "faiss", "--to", "qdrant-path:x"])
     assert "faiss:FOLDER" in capsys.readouterr().err
+
+
+def _saved(folder: Path, ids: list[str], dim: int = 8, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    store = FaissMultiViewDocumentStore(index_factory="Flat")
+    store.write_documents([attach_views(Document(id=i, content=f"text {i}"), rng.normal(size=(2, dim))) for i in ids])
+    store.save(folder)
+    return folder
+
+
+def test_a_target_that_holds_other_documents_is_refused_and_kept(tmp_path, move_index):
+    """It was merged, then --verify reported "Differ" (issue 48): one line with the advice, nothing lost."""
+    source, target = _saved(tmp_path / "a", ["a1", "a2"]), _saved(tmp_path / "b", ["b1"])
+    args = ["--from", f"faiss:{source}", "--to", f"faiss:{target}"]
+    with pytest.raises(SystemExit, match=r"already holds 1 documents: nothing was copied\. --overwrite adds"):
+        move_index.main(args)
+    with pytest.raises(SystemExit, match=r"--verify compares the target with the source: .* held 1 documents"):
+        move_index.main([*args, "--overwrite", "--verify", "3"])
+    assert FaissMultiViewDocumentStore(index_path=str(target)).count_documents() == 1
+    assert move_index.main([*args, "--overwrite"]) == 0  # asked for: added beside what it held
+    assert FaissMultiViewDocumentStore(index_path=str(target)).count_documents() == 3
+
+
+def test_another_dimension_is_one_line_and_the_target_is_kept(tmp_path, move_index):
+    source, target = _saved(tmp_path / "a", ["x"], dim=8), _saved(tmp_path / "b", ["x", "y"], dim=4)
+    with pytest.raises(SystemExit) as error:
+        move_index.main(["--from", f"faiss:{source}", "--to", f"faiss:{target}", "--overwrite"])
+    message = str(error.value.code)
+    assert "\n" not in message and "8-dimensional" in message and "What the target held before is kept" in message
+    kept = FaissMultiViewDocumentStore(index_path=str(target))
+    assert kept.count_documents() == 2
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--batch-size", "0"], "--batch-size: '0': a positive integer"),
+        (["--verify", "-1"], "--verify: '-1': 0 or a positive integer"),
+        (["--filter", '{"field": "meta.k", "operator": "~", "value": 1}'], "unknown operator '~'"),
+        (["--filter", "{not json"], "--filter: '{not json'"),
+    ],
+)
+def test_bad_numbers_and_filters_are_usage_errors(tmp_path, move_index, capsys, flags, reason):
+    source = _saved(tmp_path / "a", ["a1"])
+    with pytest.raises(SystemExit) as error:
+        move_index.main(["--from", f"faiss:{source}", "--to", f"faiss:{tmp_path / 'b'}", *flags])
+    assert error.value.code == 2 and reason in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_the_source_named_with_a_trailing_slash_is_the_same_store(tmp_path, move_index):
+    source = _saved(tmp_path / "a", ["a1"])
+    for other in (f"{source}/", f"{tmp_path}/./a", f"{tmp_path}/b/../a"):
+        with pytest.raises(SystemExit, match="name the same store"):
+            move_index.main(["--from", f"faiss:{source}", "--to", f"faiss:{other}"])
+    assert move_index.same_store(("qdrant-url", "http://h:6333/"), ("qdrant-url", "http://h:6333"))

@@ -120,10 +120,28 @@ def test_verify_reports_a_target_that_answers_otherwise(tmp_path, move_index, ca
     extra = documents(3, seed=1)
     held.write_documents([Document(id=f"extra{i}", content=d.content, meta=d.meta) for i, d in enumerate(extra)])
     held.save(tmp_path / "target")
-    code = move_index.main(["--from", f"faiss:{cache}", "--to", f"faiss:{tmp_path / 'target'}", "--verify", "5"])
-    out = capsys.readouterr().out
-    assert code == 1
-    assert "the target holds 15 documents, the source 12" in out
+    args = ["--from", f"faiss:{cache}", "--to", f"faiss:{tmp_path / 'target'}", "--verify", "5"]
+    with pytest.raises(SystemExit, match="already holds 3 documents: nothing was copied"):  # was: merged, "Differ"
+        move_index.main(args)
+    with pytest.raises(SystemExit, match="--verify compares the target with the source"):
+        move_index.main([*args, "--overwrite"])
+    assert FaissMultiViewDocumentStore(index_path=str(tmp_path / "target")).count_documents() == 3
+
+
+def test_verify_reports_a_copy_that_differs(tmp_path, move_index, monkeypatch, capsys):
+    cache = quickstart_cache(tmp_path / "quickstart-index")
+    import haystack_mvr.document_stores as stores
+
+    real = stores.copy_documents
+
+    def lossy(source, target, **kwargs):  # a copy that lost a document (another writer deleted it, say)
+        copied = real(source, target, **kwargs)
+        target.delete_documents([next(iter(target.export_documents(batch_size=1)))[0].id])
+        return copied
+
+    monkeypatch.setattr(stores, "copy_documents", lossy)
+    code = move_index.main(["--from", f"faiss:{cache}", "--to", f"faiss:{tmp_path / 'target'}", "--verify", "2"])
+    assert code == 1 and "Differ: the target holds 11 documents, the source 12" in capsys.readouterr().out
 
 
 def test_verify_compares_the_matched_views_too(tmp_path, move_index, monkeypatch, capsys):
@@ -163,7 +181,7 @@ def test_the_readme_move_command_moves_what_the_quickstart_saved(tmp_path, move_
     texts = ["The river flows north. Boats sail on it.", "The hills are green. Sheep graze there.", "A city."]
     corpus.write_text("".join(json.dumps({"id": f"p{i}", "title": "T", "text": t}) + "\n" for i, t in enumerate(texts)))
     index = tmp_path / "quickstart-index"
-    quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), "--index-dir", str(index)])
+    quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), "--index-dir", str(index), "--no-answers"])
     capsys.readouterr()
     qdrant = f"qdrant-path:{tmp_path / 'qdrant-moved'}"
     assert move_index.main(["--from", f"faiss:{index}", "--to", qdrant, "--verify", "20"]) == 0
