@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_a_failed_write_keeps_the_previous_version(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         save_version(tmp_path, failing, {})
     assert _load(tmp_path)["name"] == name
-    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
 
 
 def test_non_json_meta_is_refused(tmp_path):
@@ -343,7 +344,7 @@ def test_a_folder_left_by_a_killed_first_save_is_not_a_store(tmp_path):
     (tmp_path / ".partial-0123" / "index.faiss").write_bytes(b"half")
     assert current_version(tmp_path) is None
     name = _save(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
 
 
 def test_save_cleans_leftovers_but_not_foreign_files(tmp_path):
@@ -355,7 +356,7 @@ def test_save_cleans_leftovers_but_not_foreign_files(tmp_path):
     outside.mkdir()
     (tmp_path / ("v-" + "3" * 32)).symlink_to(outside)  # not a version: left alone
     name = _save(tmp_path, seed=2)
-    assert sorted(os.listdir(tmp_path)) == sorted([".lock", "CURRENT", name, "notes.txt", "v-" + "3" * 32])
+    assert sorted(os.listdir(tmp_path)) == sorted([".lock", ".readers", "CURRENT", name, "notes.txt", "v-" + "3" * 32])
     assert outside.is_dir()
 
 
@@ -422,7 +423,7 @@ def test_threads_saving_and_loading_concurrently(tmp_path):
         t.join()
     assert not errors, errors
     name = _save(tmp_path, seed=0)
-    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
 
 
 def test_internal_names_match_the_docs():
@@ -506,7 +507,7 @@ def test_a_full_disk_keeps_the_previous_version(tmp_path, monkeypatch):
     with pytest.raises(DocumentStoreError, match="No space left on device"):
         _save(tmp_path, seed=2)
     monkeypatch.setattr(vd.os, "write", real_write)
-    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
     assert _load(tmp_path)["meta"]["seed"] == 1
 
 
@@ -552,7 +553,7 @@ def test_a_store_of_the_previous_layout_is_refused_then_replaced_by_a_save(tmp_p
     with pytest.raises(vd.UnsupportedFormatError, match="older haystack-mvr"):
         _load(tmp_path)
     name = _save(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == [".lock", "CURRENT", name]
+    assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
 
 
 def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
@@ -672,3 +673,44 @@ def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     assert out[0] == "0"  # importing registers nothing
     assert out[1] == "x"
     assert out[2] == "['haystack_mvr.document_stores.versioned_folder.locking']"  # four threads raced: once
+
+
+def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path, monkeypatch):
+    """Each version check taking 20 ms (NFS- or FUSE-like) made every load give up, "its current version kept
+    changing (100 tries)", beside a process saving in a loop (issue 48): a reader pins the version it read, so its
+    first try succeeds and it gets the old or the new copy."""
+    _save(tmp_path, seed=0)
+    real = vd._read_pointer
+    tries = []
+
+    reader = threading.current_thread()
+
+    def slow(path):
+        name = real(path)
+        if threading.current_thread() is reader:
+            tries.append(name)
+            time.sleep(0.02)  # between reading CURRENT and locking the version it names
+        return name
+
+    monkeypatch.setattr(vd, "_read_pointer", slow)
+    stop = threading.Event()
+    saves = []
+
+    def saver() -> None:
+        while not stop.is_set():
+            write, _, _ = _writer(1 + len(saves) % 3)
+            saves.append(save_version(tmp_path, write, {"seed": 1 + len(saves) % 3}, fsync=False))
+
+    thread = threading.Thread(target=saver)
+    thread.start()
+    try:
+        time.sleep(0.1)
+        for _ in range(5):
+            tries.clear()
+            loaded = _load(tmp_path)
+            assert loaded["meta"]["seed"] in (0, 1, 2, 3) and len(tries) == 1  # pinned: no retry
+    finally:
+        stop.set()
+        thread.join()
+    assert len(saves) > 10  # the saver ran all along
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("v-")) == [current_version(tmp_path)]

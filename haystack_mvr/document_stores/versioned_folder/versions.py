@@ -3,6 +3,9 @@
 A folder holds versions, one of them current::
 
     path/.lock                  locked exclusively by a save: savers (processes and threads) take turns
+    path/.readers               locked shared by a reader from reading CURRENT until it holds that version's lock,
+                                exclusively by a save while it removes old versions: a reader's version is never
+                                removed under it, however slow the file system, so a load never has to retry
     path/CURRENT                the current version's name, ``v-`` + 32 hex digits (replaced atomically, last)
     path/v-<hex>/.lock          locked shared by every reader of that version, for as long as it reads
     path/v-<hex>/manifest.json  the caller's metadata and each file's size and block checksums (see ``manifest``)
@@ -49,6 +52,7 @@ import os
 import re
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -91,6 +95,8 @@ __all__ = [
 
 POINTER = "CURRENT"
 LOCK = ".lock"
+READERS = ".readers"
+_REMOVAL_WAIT = 2.0  # seconds a save waits for readers to pin their versions before it leaves old ones for later
 BLOCK = 4 << 20  # each 4 MiB block of a file has its own checksum
 _PARTIAL = ".partial-"
 _TRASH = ".trash-"
@@ -495,7 +501,42 @@ def _swap_pointer(path: Path, name: str, fsync: bool) -> None:
 
 
 def _remove_unused(path: Path, current: str) -> None:
-    """Remove the versions no reader holds and what killed saves left; the caller holds the store lock."""
+    """Remove the versions no reader holds and what killed saves left; the caller holds the store lock. Readers
+    between reading ``CURRENT`` and locking their version hold ``.readers`` shared: the removal waits for them
+    (:data:`_REMOVAL_WAIT` at most; after that, a later save removes what is left)."""
+    with _readers_excluded(path) as excluded:
+        if excluded:
+            _remove_unpinned(path, current)
+
+
+@contextlib.contextmanager
+def _readers_excluded(path: Path) -> Iterator[bool]:
+    """``.readers`` held exclusively (``True``), or ``False`` when readers kept it for :data:`_REMOVAL_WAIT`."""
+    fcntl = fcntl_module()
+    try:
+        fd = open_lock_fd(path / READERS, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        logger.warning("Could not open %s to remove old versions (a later save retries): %s", path / READERS, e)
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + _REMOVAL_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    logger.info("Readers kept %s busy: old versions stay until a later save", path)
+                    yield False
+                    return
+                time.sleep(0.005)
+        yield True
+    finally:
+        close_lock_fd(fd)
+
+
+def _remove_unpinned(path: Path, current: str) -> None:
     try:
         entries = list(os.scandir(path))
     except OSError as e:
@@ -650,6 +691,28 @@ class VersionReader:
         return DocumentStoreError(msg)
 
 
+@contextlib.contextmanager
+def _version_pinned(path: Path) -> Iterator[None]:
+    """``.readers`` held shared while the caller reads ``CURRENT`` and locks the version it names, so that no save
+    removes that version in between. A folder where the file cannot be opened or created (read-only, an older
+    layout) is read without it: a load then retries when a save replaced its version."""
+    fcntl = fcntl_module()
+    fd = None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            fd = open_lock_fd(path / READERS, flags)
+            break
+        except OSError:
+            continue
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        if fd is not None:
+            close_lock_fd(fd)
+
+
 def _lock_current(path: Path) -> tuple[str, int, int]:
     """Find the current version and lock it shared; returns its name, a folder fd and the lock fd."""
     fcntl = fcntl_module()
@@ -696,7 +759,8 @@ def _lock_current(path: Path) -> tuple[str, int, int]:
         os.close(dir_fd)
         return None
 
-    found = _follow_current(path, lock)
+    with _version_pinned(path):
+        found = _follow_current(path, lock)
     if found is None:
         msg = f"No saved store at {path}: it has no {POINTER} file."
         raise DocumentStoreError(msg)
