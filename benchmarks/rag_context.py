@@ -302,6 +302,7 @@ def main() -> None:
     parser.add_argument("--tune", type=int, default=None, metavar="N", help="Tune the builder on N training questions.")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--piece-tokens", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--name", default=None, help="With --tune: results as rag_context.<tier>.tune.<name>.")
     args = parser.parse_args()
     import platform
 
@@ -315,7 +316,7 @@ def main() -> None:
         tier = load_rag_tier(args.tier, "train")
         table = tune(tier, args.cache_dir / args.tier, model, args.budgets, args.tune, args.weights, args.piece_tokens)
         payload = {"tier": args.tier, "questions": args.tune, "split": "train (evenly spread)", "table": table}
-        stem = f"rag_context.{args.tier}.tune"
+        stem = f"rag_context.{args.tier}.tune" + (f".{args.name}" if args.name else "")
         (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
         lines = [f"# Builder settings on {args.tune} training questions: {args.tier}", "", "Answer in context (%):", ""]
         lines += [
