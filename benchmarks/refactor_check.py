@@ -123,8 +123,13 @@ print("RESULT " + json.dumps(out))
 
 MAKE_VIEWER = r"""
 import sys
-from haystack_mvr.modeling.encoder import MultiViewEncoder
-MultiViewEncoder.from_pretrained(sys.argv[1], mode="mvr", num_views=8).save_pretrained(sys.argv[2])
+try:  # a sentence-transformers MultiVectorEncoder checkpoint (issue 40 on)
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+except ImportError:  # a tree from before: its own checkpoint format
+    from haystack_mvr.modeling.encoder import MultiViewEncoder
+    MultiViewEncoder.from_pretrained(sys.argv[1], mode="mvr", num_views=8).save_pretrained(sys.argv[2])
+else:
+    viewer_encoder(sys.argv[1], mode="mvr", views=8).save(sys.argv[2])
 """
 
 
@@ -169,7 +174,7 @@ def main() -> None:
     model = packaged_minilm()
     before = worktree(args.before)
     viewer = Path(tempfile.gettempdir()) / f"haystack-mvr-viewer-checkpoint-{args.before}"
-    if not (viewer / "multi_view_config.json").is_file():
+    if not (viewer / "multi_view_config.json").is_file() and not (viewer / "modules.json").is_file():
         run_in(before, MAKE_VIEWER, model, str(viewer))
     with open(args.data_dir / "train.jsonl", encoding="utf-8") as lines:
         questions = [json.loads(line)["question"] for line in lines]

@@ -427,7 +427,8 @@ def part_streaming(args) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     faiss.omp_set_num_threads(1)
     lat = stats([timed(lambda q=q, s=store: s.search(q, top_k=10)) for q in queries])
-    held = sum(v.nbytes for v in store._views.kept_rows_by_key().values())
+    summary = store.stats()
+    held = summary.kept_vector_bytes
     result = {
         "views": total,
         "build_s": build_s,
@@ -436,8 +437,8 @@ def part_streaming(args) -> None:
         "peak_rss_bytes": peak,
         "peak_rss_growth_bytes": peak - base_peak,
         "float32_rows_held": held,
-        "index_ntotal": int(store._views.faiss_index.ntotal),
-        "train_size": store._views.train_size,
+        "index_ntotal": int(store.faiss_index.ntotal),
+        "train_size": summary.train_size,
         "latency": lat,
     }
     lines = [
@@ -445,7 +446,7 @@ def part_streaming(args) -> None:
         "",
         f"{total:,} views ({n_docs:,} documents x {K}), d={DIM}, written in chunks of {chunk_docs:,} documents "
         f"generated on the fly (the float32 corpus, {total * DIM * 4 / 2**30:.1f} GiB, never exists whole). "
-        f"Trained once on the first {store._views.train_size:,} rows; {args.build_threads} FAISS threads for the "
+        f"Trained once on the first {summary.train_size:,} rows; {args.build_threads} FAISS threads for the "
         "build, 1 for searches.",
         "",
         "| measure | value |",

@@ -62,8 +62,7 @@ def worker(size: int, factory: str, keep_vectors: bool, k: int, dim: int, seed: 
     gc.collect()
     rss = rss_gib() * 2**30
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    views = store._views
-    index_bytes = len(faiss.serialize_index(views.faiss_index))
+    index_bytes = len(faiss.serialize_index(store.faiss_index))
     with tempfile.TemporaryDirectory() as tmp:
         store.save(Path(tmp) / "store")
         saved = directory_bytes(Path(tmp) / "store")
@@ -75,9 +74,9 @@ def worker(size: int, factory: str, keep_vectors: bool, k: int, dim: int, seed: 
         "rss_bytes_per_view": (rss - base) / n_rows,
         "peak_bytes_per_view": (peak - base) / n_rows,
         "index_bytes_per_view": index_bytes / n_rows,
-        "rows_bytes_per_view": sum(v.nbytes for v in views.kept_rows_by_key().values()) / n_rows,
+        "rows_bytes_per_view": store.stats().kept_vector_bytes / n_rows,
         # the labels of an IndexIDMap2 (8 B per row; its reverse hash map is not counted)
-        "row_maps_bytes_per_view": (8 * n_rows if isinstance(views.faiss_index, faiss.IndexIDMap) else 0) / n_rows,
+        "row_maps_bytes_per_view": (8 * n_rows if isinstance(store.faiss_index, faiss.IndexIDMap) else 0) / n_rows,
         "saved_bytes_per_view": saved / n_rows,
         "top10": top10,
     }

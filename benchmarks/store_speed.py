@@ -406,7 +406,7 @@ def part_hnsw(args, pools) -> None:
     raw.add(vectors)
     del vectors
     gc.collect()
-    graph = store._views.faiss_index  # the store's own IndexIDMap2 over its HNSW graph
+    graph = store.faiss_index  # the store's own IndexIDMap2 over its HNSW graph
     inner = faiss.downcast_index(graph.index)
     k_raw = TOP_K * K
 
@@ -585,7 +585,7 @@ def memory_worker(views: int, spans: bool, first_view: bool = True, store_them: 
     free_heap = _free_heap_bytes()
     trimmed = _malloc_trim()
     rss_trim = rss_gib() * 2**30 - base
-    index = store._views.faiss_index if store._views is not None else None
+    index = store.faiss_index
     index_bytes = len(faiss.serialize_index(index)) if index is not None else 0
     content_bytes = (40 * K * n) if spans and store_them else 0
     return {

@@ -275,20 +275,20 @@ def run(args) -> dict:
         first = c * args.chunk_docs
         docs = [Document(id=str(first + i), meta={VIEWS_KEY: rows[i * k : (i + 1) * k]}) for i in range(len(rows) // k)]
         t2 = time.perf_counter()
-        was_trained = store._views is not None and store._views.trained
+        was_trained = store.stats().trained
         if not was_trained:  # the write that trains gets exactly train_size rows (the store trains on all it staged)
-            staged = store._views.ntotal if store._views is not None else 0
+            staged = store.stats().views
             need = max(0, -(-(args.train_size - staged) // k))
             if 0 < need < len(docs):
                 store.write_documents(docs[:need])
                 docs = docs[need:]
         t_last = time.perf_counter()
-        if not was_trained and store._views is not None and store._views.trained:
+        if not was_trained and store.stats().trained:
             train_s, train_call = t_last - t2, c
             was_trained = True
         store.write_documents(docs)
         t3 = time.perf_counter()
-        if not was_trained and store._views.trained:
+        if not was_trained and store.stats().trained:
             train_s, train_call = t3 - t_last, c
         if train_call == c and "after_training" not in result:
             result["after_training"] = {
@@ -347,13 +347,12 @@ def run(args) -> dict:
     build_s = time.perf_counter() - t_build
     build_peak_phase = sampler.mark("writing_after_training")
     gc.collect()
-    views_index = store._views
-    held = sum(v.nbytes for v in views_index.kept_rows_by_key().values())
+    held = store.stats().kept_vector_bytes
     rss_after = rss_bytes()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     sampled_peak = sampler.peak  # before serializing the index below (two transient copies of it)
     t = time.perf_counter()
-    index_bytes = len(faiss.serialize_index(views_index.faiss_index))
+    index_bytes = len(faiss.serialize_index(store.faiss_index))
     serialize_s = time.perf_counter() - t
     gc.collect()
     result["build"] = {
@@ -364,8 +363,8 @@ def run(args) -> dict:
         "exact_reference_s": exact_s,
         "training_write_call_s": train_s,
         "trained_at_chunk": train_call,
-        "train_rows": views_index.train_size,
-        "index_ntotal": int(views_index.faiss_index.ntotal),
+        "train_rows": store.stats().train_size,
+        "index_ntotal": int(store.faiss_index.ntotal),
         "documents": store.count_documents(),
         "float32_rows_held_bytes": held,
         "baseline_rss_bytes": base_rss,
@@ -440,7 +439,7 @@ def run(args) -> dict:
             files = {str(p.relative_to(path)): p.stat().st_size for p in path.rglob("*") if p.is_file()}
             log(f"saved in {save_s:.1f} s, {disk / views_total:.1f} B/view on disk")
             check = [int(d.id) for d in store.search(queries[args.warmup], top_k=TOP_K)]
-            del store, views_index
+            del store
             gc.collect()
             rss_before_load = rss_bytes()
             sampler.mark("search_and_save")

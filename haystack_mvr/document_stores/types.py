@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from haystack import Document
 from haystack.document_stores.types import DocumentStore
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What a store holds, as ``FaissMultiViewDocumentStore.stats()`` reads it (a snapshot, not a view)."""
+
+    documents: int
+    views: int
+    dimension: int | None
+    index_factory: str | None
+    trained: bool
+    train_size: int | None
+    kept_vector_bytes: int
 
 
 @runtime_checkable

@@ -46,6 +46,7 @@ from haystack_mvr.document_stores.faiss.view_index import (
     views_problem,
 )
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
+from haystack_mvr.document_stores.types import StoreStats
 from haystack_mvr.document_stores.writes import (
     SharedByBatch,
     document_id_list,
@@ -401,6 +402,31 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             return copy.deepcopy(values), total
 
     # -------------------------------------------------------------------------------------------- search
+    def stats(self) -> StoreStats:
+        """What the store holds, read-only (loads ``index_path`` first): documents, views, their dimension, the
+        index, whether it is trained, and the float32 bytes of rows kept beside it."""
+        with self._lock:
+            self._ensure_loaded()
+            views = self._views
+            kept = 0 if views is None else sum(v.nbytes for v in views.kept_rows_by_key().values())
+            return StoreStats(
+                documents=len(self._documents),
+                views=0 if views is None else views.ntotal,
+                dimension=None if views is None else views.dim,
+                index_factory=self._index_settings()["index_factory"],
+                trained=views is not None and views.trained,
+                train_size=None if views is None else views.train_size,
+                kept_vector_bytes=kept,
+            )
+
+    @property
+    def faiss_index(self) -> Any:
+        """The FAISS index the store searches (``None`` before any vector is written or while rows are staged for
+        training), for inspection and benchmarks: changing it changes what the store returns."""
+        with self._lock:
+            self._ensure_loaded()
+            return None if self._views is None else self._views.faiss_index
+
     def check_query_encoder(self, encoder: dict[str, Any] | None) -> None:
         """Refuse a query ``encoder`` that differs from the store's ``encoder_config`` (see
         :func:`~haystack_mvr.document_stores.checks.check_query_encoder`), after loading ``index_path``, which
