@@ -1,9 +1,15 @@
 from typing import Any
 
 from haystack_mvr.document_stores.copying import copy_documents
-from haystack_mvr.document_stores.types import MultiViewDocumentStore
+from haystack_mvr.document_stores.types import MultiViewDocumentStore, StoreStats
 
-__all__ = ["FaissMultiViewDocumentStore", "MultiViewDocumentStore", "QdrantMultiViewDocumentStore", "copy_documents"]
+__all__ = [
+    "FaissMultiViewDocumentStore",
+    "MultiViewDocumentStore",
+    "QdrantMultiViewDocumentStore",
+    "StoreStats",
+    "copy_documents",
+]
 
 
 def __getattr__(name: str) -> Any:
