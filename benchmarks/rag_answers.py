@@ -77,6 +77,16 @@ def load_contexts(tier: str, cache: Path, split: str = "dev") -> dict[str, Any]:
     return json.loads((cache / tier / f"contexts-{split}.json").read_text(encoding="utf-8"))
 
 
+def sampled_contexts(tier_name: str, cache: Path, n: int | None) -> tuple[dict[str, str], list, list[dict]]:
+    """The tier's document texts, and a fixed sample (:func:`sample`) of its dev questions with their contexts."""
+    tier = load_rag_tier(tier_name)
+    saved = load_contexts(tier_name, cache)
+    by_id = {q.id: q for q in tier.questions}
+    keep = sample(saved["question_ids"], n)
+    questions = [by_id[saved["question_ids"][i]] for i in keep]
+    return {d.id: d.content for d in tier.documents}, questions, [saved["contexts"][i] for i in keep]
+
+
 def passages(spans, texts: dict[str, str]) -> list[str]:
     return [texts[d][s:e] for d, s, e in spans]
 
@@ -284,13 +294,7 @@ def main() -> None:
     from benchmarks.rag_context import TokenCounter
 
     torch.set_num_threads(args.threads)
-    tier = load_rag_tier(args.tier)
-    texts = {d.id: d.content for d in tier.documents}
-    saved = load_contexts(args.tier, args.cache_dir)
-    by_id = {q.id: q for q in tier.questions}
-    keep = sample(saved["question_ids"], args.questions)
-    questions = [by_id[saved["question_ids"][i]] for i in keep]
-    contexts = [saved["contexts"][i] for i in keep]
+    texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions)
     answers = [q.answers for q in questions]
     counter = TokenCounter(packaged_minilm())
     rows = [r for r in READER_ROWS if args.rows is None or row_key(r) in args.rows]

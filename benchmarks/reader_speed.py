@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import RESULTS, machine_label, write_results
-from benchmarks.rag_answers import load_contexts, passages, sample
-from benchmarks.rag_retrieval import CACHE, load_rag_tier
+from benchmarks.rag_answers import passages, sampled_contexts
+from benchmarks.rag_retrieval import CACHE
 
 ROW = "builder after hybrid"
 PRECISIONS = ("float32", "bfloat16", "int8")
@@ -81,17 +81,10 @@ def main() -> None:
     from haystack_mvr.components.readers import GenerativeReader
 
     torch.set_num_threads(args.threads)
-    tier = load_rag_tier(args.tier)
-    texts = {d.id: d.content for d in tier.documents}
-    saved = load_contexts(args.tier, args.cache_dir)
-    by_id = {q.id: q for q in tier.questions}
-    keep = sample(saved["question_ids"], args.questions)
+    texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions)
     items = [
-        (
-            by_id[saved["question_ids"][i]].question,
-            [Document(content=t) for t in passages(saved["contexts"][i][ROW][str(args.budget)], texts)],
-        )
-        for i in keep
+        (q.question, [Document(content=t) for t in passages(c[ROW][str(args.budget)], texts)])
+        for q, c in zip(questions, contexts, strict=True)
     ]
     readers, load_s = {}, {}
     for precision in args.precisions:
