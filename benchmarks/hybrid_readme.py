@@ -29,6 +29,7 @@ from haystack.components.retrievers import InMemoryBM25Retriever
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
+from benchmarks.harness import RESULTS
 from benchmarks.quality import load_tier, machine_label, packaged_minilm
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.joiners import DocumentScoreNormalizer, add_fusion_joiner
@@ -39,7 +40,6 @@ from haystack_mvr.document_stores.faiss import persistence
 from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking
 from haystack_mvr.evaluation.report import markdown_table
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CANDIDATES = 100  # the README's top_k on each retriever
 TOP_K = 5  # the README's joiner top_k: the passages the reader gets
 WEIGHTS = [0.4, 0.6]  # the README's [BM25, dense]

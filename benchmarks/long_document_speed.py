@@ -34,8 +34,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO, RESULTS, THREAD_VARIABLES
+from benchmarks.harness import pin_threads as harness_pin_threads
 
 ENCODE_PARAGRAPHS = r"""
 import json, sys, time, torch
@@ -104,7 +104,7 @@ def memory_runs(model: str, data_dir: Path, sizes: list[int], threads: int, batc
     """Peak RSS of encoding one document of each size, each in a fresh subprocess."""
     path = Path("/tmp") / "long_document_memory.txt"
     path.write_text(long_text(data_dir, max(sizes)), encoding="utf-8")
-    env = {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+    env = {**os.environ, **{k: str(threads) for k in THREAD_VARIABLES}}
     runs = []
     for chars in sizes:
         out = subprocess.run(
@@ -147,8 +147,7 @@ def memory_markdown(result: dict) -> str:
 
 
 def pin_threads(threads: int) -> None:
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[name] = str(threads)
+    harness_pin_threads(fixed=threads)
     import torch
 
     torch.set_num_threads(threads)
@@ -234,7 +233,7 @@ def paragraph_rounds(model: str, texts: list[str], rounds: int, threads: int, be
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), before], check=True)
     corpus = Path("/tmp") / "long_document_speed_paragraphs.json"
     corpus.write_text(json.dumps(texts), encoding="utf-8")
-    env = {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+    env = {**os.environ, **{k: str(threads) for k in THREAD_VARIABLES}}
 
     def run(code_root: Path) -> float:
         out = subprocess.run(

@@ -63,17 +63,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
+from benchmarks.harness import BENCHMARKS, RESULTS
 
-if __name__ == "__main__":  # --threads also sizes the OpenMP / BLAS pools, which are fixed when numpy and torch load
-    _early = argparse.ArgumentParser(add_help=False)
-    _early.add_argument("--threads", type=int, default=2)
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_var] = str(_early.parse_known_args()[0].threads)
+if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
+    from benchmarks.harness import pin_threads
 
-from haystack import Document, component  # noqa: E402
+    pin_threads(default=2)
 
-from haystack_mvr.datasets import (  # noqa: E402
+from haystack import Document, component
+
+from haystack_mvr.datasets import (
     DEV_ARTICLES,
     Passage,
     Question,
@@ -81,11 +80,10 @@ from haystack_mvr.datasets import (  # noqa: E402
     load_questions,
     split_by_article,
 )
-from haystack_mvr.evaluation.answer_matching import has_answer  # noqa: E402
+from haystack_mvr.evaluation.answer_matching import has_answer
 
 TIERS = {"pages": 0, "pages+20k": 20_000}
 SYSTEMS = ("bm25", "single-vector", "multi-view", "chunks", "hybrid")
-RESULTS = BENCHMARKS / "results"
 DATA_DIR = BENCHMARKS.parents[1] / "shared" / "data"  # = default_data_dir() of this checkout
 MIN_TOKENS, MAX_TOKENS = 1_000, 2_000
 SEPARATOR = "\n\n"

@@ -11,7 +11,8 @@ import json
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.harness import RESULTS
+
 METRICS = (("gold_R@1", "R@1", "o"), ("gold_R@5", "R@5", "s"), ("gold_R@20", "R@20", "^"))
 FAMILY_COLOURS = {
     "BM25": "#4d4d4d",

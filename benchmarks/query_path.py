@@ -49,13 +49,13 @@ import torch
 from haystack import Pipeline
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from benchmarks.harness import RESULTS
 from benchmarks.quality import TIERS, load_tier, machine_label, multi_view_store, packaged_minilm, slug
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
 STORE_NAME = "MiniLM snippet-pooled multi-view (zero-shot)"  # quality.py's name: the same cached store
 HEADLINE, LIST_SOCKET, SINGLE = "multi-view pipeline", "multi-view pipeline, list socket", "single vector"
 

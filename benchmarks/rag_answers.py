@@ -32,11 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __name__ == "__main__":
-    _early = argparse.ArgumentParser(add_help=False)
-    _early.add_argument("--threads", type=int, default=1)
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_var] = str(_early.parse_known_args()[0].threads)
+if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
+    from benchmarks.harness import pin_threads
+
+    pin_threads(default=1)
 
 from benchmarks.rag_context import RESULTS, context_text
 from benchmarks.rag_retrieval import CACHE, TIERS, load_rag_tier

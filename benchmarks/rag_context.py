@@ -35,19 +35,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-if __name__ == "__main__":
-    _early = argparse.ArgumentParser(add_help=False)
-    _early.add_argument("--threads", type=int, default=1)
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[_var] = str(_early.parse_known_args()[0].threads)
+if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
+    from benchmarks.harness import pin_threads
+
+    pin_threads(default=1)
 
 import numpy as np
 from haystack import Document
 
+from benchmarks.harness import RESULTS
 from benchmarks.rag_retrieval import CACHE, KEEP, TIERS, Tier, load_rag_tier, multi_view_store
 from haystack_mvr.evaluation.answer_matching import has_answer
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BUDGETS = (64, 128, 256, 512, 1024)
 BUILDER_ROWS = {"builder after hybrid": "hybrid", "builder after multi-view": "multi-view"}
 ROWS = (

@@ -30,9 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.harness import RESULTS, machine_info, utc_now, write_results
+from benchmarks.harness import REPO, RESULTS, machine_info, utc_now, write_results
 
-REPO = Path(__file__).resolve().parent.parent
 PINNED = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"  # before numpy and FAISS are imported
+from benchmarks.harness import pin_threads
+
+pin_threads(fixed=1)  # before numpy and FAISS are imported
 # threads that wait at an OpenMP barrier sleep instead of spinning (spinning starves a co-worker on a loaded machine)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -30,10 +30,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks.harness import REPO, RESULTS
 from benchmarks.long_document_speed import pin_threads, spread
-
-RESULTS = Path(__file__).resolve().parent / "results"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def pieces_of(tokenizer, pages: list[str], capacity: int) -> list[str]:
