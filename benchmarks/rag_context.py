@@ -347,7 +347,7 @@ def main() -> None:
         "budgets": args.budgets,
         "note": (
             "Each question's top 10 documents from each system (benchmarks/rag_retrieval.py, all-MiniLM-L6-v2 "
-            "zero-shot); the builder with its defaults (piece_tokens 128, order by score, whole document if it fits). "
+            "zero-shot); the builder with its defaults (piece_tokens 64, order by score, whole document if it fits). "
             "Command: python -m benchmarks.rag_context --tier " + args.tier
         ),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",

@@ -142,7 +142,7 @@ class MultiViewContextBuilder:
         budget_tokens: int = 512,
         tokenizer: str | None = None,
         tokenizer_kwargs: dict[str, Any] | None = None,
-        piece_tokens: int = 128,
+        piece_tokens: int = 64,
         max_pieces_per_document: int | None = None,
         order: str = "score",
         whole_document_if_fits: bool = True,
@@ -156,7 +156,9 @@ class MultiViewContextBuilder:
         :param tokenizer: A Hugging Face tokenizer folder or hub id (loaded by ``AutoTokenizer`` in ``warm_up``), or
             ``None`` to count words and punctuation marks.
         :param tokenizer_kwargs: Extra arguments for ``AutoTokenizer.from_pretrained``.
-        :param piece_tokens: The size a piece reserves and grows to before the leftover budget is shared out.
+        :param piece_tokens: The size a piece reserves and grows to before the leftover budget is shared out (64: a
+            snippet view and room to grow, so that several seeds enter a small budget; chosen on training questions
+            of pages and squad-mv, ``benchmarks/results/rag_context.*.tune.pieces.md``).
         :param max_pieces_per_document: At most this many pieces per document (``None``: no limit).
         :param order: ``"score"`` (best piece first) or ``"document"`` (by source document, pieces in text order).
         :param whole_document_if_fits: Take a document whole when it fits in what its first piece reserves.
