@@ -80,12 +80,12 @@ def _kill_during_saves(tmp_path: Path, runs: int) -> None:
         os.kill(child.pid, signal.SIGKILL)
         child.join()
         assert child.exitcode == -signal.SIGKILL
-        leftovers += len(_entries(store)) > 3
+        leftovers += len(_entries(store)) > 4  # .lock, .readers, CURRENT and one version
         seed = _load_and_check(store)  # the previous (or a completed) copy loads
         assert seed in (previous, *range(1000 * (run + 1), 1000 * (run + 2)))
         previous = run + 1
         name = _save(store, seed=previous)
-        assert _entries(store) == [".lock", "CURRENT", name]  # the next save cleaned what the kill left
+        assert _entries(store) == [".lock", ".readers", "CURRENT", name]  # the next save cleaned what the kill left
         assert _load_and_check(store) == previous
     assert leftovers > 0, "no kill landed during a save: the test did not exercise anything"
 
@@ -144,7 +144,7 @@ def _concurrent(tmp_path: Path, saves: int) -> None:
     assert loads.value >= 2
     _load_and_check(store)
     name = _save(store, seed=2)
-    assert _entries(store) == [".lock", "CURRENT", name]
+    assert _entries(store) == [".lock", ".readers", "CURRENT", name]
 
 
 def test_processes_and_threads_saving_and_loading(tmp_path):
@@ -174,7 +174,7 @@ def test_a_reader_in_another_process_keeps_its_version(tmp_path):
     release.set()
     reader.join()
     newest = _save(tmp_path, seed=3)
-    assert _entries(tmp_path) == [".lock", "CURRENT", newest]
+    assert _entries(tmp_path) == [".lock", ".readers", "CURRENT", newest]
 
 
 def test_a_killed_reader_releases_its_version(tmp_path):
@@ -188,7 +188,7 @@ def test_a_killed_reader_releases_its_version(tmp_path):
     os.kill(reader.pid, signal.SIGKILL)
     reader.join()
     newest = _save(tmp_path, seed=3)
-    assert _entries(tmp_path) == [".lock", "CURRENT", newest]
+    assert _entries(tmp_path) == [".lock", ".readers", "CURRENT", newest]
 
 
 def test_a_child_forked_during_a_save_waits_for_it_then_saves(tmp_path):
@@ -231,7 +231,7 @@ def test_a_child_forked_by_a_reader_does_not_keep_its_version(tmp_path):
     assert started.wait(60)
     try:
         new = _save(tmp_path, seed=2)
-        assert _entries(tmp_path) == [".lock", "CURRENT", new]  # the child's copy of the lock was closed
+        assert _entries(tmp_path) == [".lock", ".readers", "CURRENT", new]  # the child's copy of the lock was closed
         assert old not in _entries(tmp_path)
     finally:
         child.kill()
