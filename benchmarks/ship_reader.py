@@ -47,7 +47,7 @@ def dev_scores(paths: list[Path]) -> dict:
     out = {}
     for path in paths:
         payload = json.loads(path.read_text(encoding="utf-8"))
-        out[f"{payload['tier']} ({payload['questions']} dev questions)"] = {
+        out[f"{path.stem} ({payload['tier']}, {payload['questions']} dev questions)"] = {
             reader: entry["table"] for reader, entry in payload["readers"].items()
         }
     return out
