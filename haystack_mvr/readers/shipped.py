@@ -28,6 +28,7 @@ __all__ = [
     "ReaderNotFoundError",
     "checked_reader_folder",
     "default_cache_dir",
+    "file_sha256",
     "shipped_reader_card",
     "shipped_reader_folder",
 ]
@@ -67,7 +68,8 @@ def shipped_reader_card() -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, as hex."""
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -95,7 +97,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
         )
         raise ReaderNotFoundError(msg) from error
     expected = card["base"]["sha256"]
-    found = _sha256(gguf)
+    found = file_sha256(gguf)
     if found != expected:
         msg = (
             f"the shipped reader was trained on {card['base']['file']} with SHA-256 {expected}; the installed "

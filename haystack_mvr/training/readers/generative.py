@@ -31,6 +31,7 @@ from haystack_mvr.modeling.generative_prompt import GENERATIVE_READER_TEMPLATE, 
 from haystack_mvr.readers.generative_model import (  # re-exported: the training API names them
     ADAPTER_WEIGHTS,
     _fit,
+    cpu_bf16,
     end_of_turn_id,
     fit_passages,
     generate_answers,
@@ -192,7 +193,7 @@ def native_bf16() -> bool:
     """Whether this run's device computes bfloat16 natively (CUDA with bf16 support, or oneDNN's CPU bf16)."""
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return cpu_bf16()
 
 
 def _halve_adapter(folder: Path) -> None:
