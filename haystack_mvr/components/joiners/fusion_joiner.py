@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -108,10 +109,4 @@ class FusionJoiner:
                 fused[doc.id] = fused.get(doc.id, 0.0) + weight * score
                 first.setdefault(doc.id, doc)
         ranked = sorted(first, key=lambda i: -fused[i])[: self.top_k]  # stable: sources order among equal scores
-        return {"documents": [_with_score(first[i], fused[i]) for i in ranked]}
-
-
-def _with_score(doc: Document, score: float) -> Document:
-    import dataclasses
-
-    return dataclasses.replace(doc, score=score)
+        return {"documents": [dataclasses.replace(first[i], score=fused[i]) for i in ranked]}
