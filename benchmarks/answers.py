@@ -542,7 +542,7 @@ def write_training_retrieved(args) -> None:
     systems = [s for s in args.systems.split(",") if s]
     if len(systems) != 1 or args.tier != "squad-mv":
         raise SystemExit("--training-retrieved takes one system (--systems) on the squad-mv tier.")
-    from haystack_mvr.training.readers import training_questions, write_retrieved
+    from haystack_mvr.readers.training import training_questions, write_retrieved
 
     training, _passages = training_questions(args.data_dir / "squad-mv")
     docs = load_tier("squad-mv", args.data_dir)

@@ -114,7 +114,7 @@ def tiny_check() -> None:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from haystack_mvr.training.readers import generative
+    from haystack_mvr.readers import generative_model
 
     folder = Path(tempfile.mkdtemp())
     tokenizer = AutoTokenizer.from_pretrained(tiny_tokenizer_folder())
@@ -127,9 +127,9 @@ def tiny_check() -> None:
     run_generative_training(
         str(folder / "base"), examples, folder / "out", minutes=0.5, max_steps=3, batch_size=4, max_length=64
     )
-    model, tok = generative.load_generative_reader(str(folder / "out"), base=str(folder / "base"))
+    model, tok = generative_model.load_generative_reader(str(folder / "out"), base=str(folder / "base"))
     items = [("Who?", ["Ada wrote it."])] * 2
-    print("tiny answers:", generative.generate_answers(model, tok, items, batch_size=2, max_length=64))
+    print("tiny answers:", generative_model.generate_answers(model, tok, items, batch_size=2, max_length=64))
     print("tiny check passed on", "cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -153,8 +153,8 @@ def assemble() -> Path:
 
 
 def run_generative_training(base: str, examples, output_dir: Path, **kwargs):
-    """The reader's training through haystack_mvr.training.readers.generative (also what the CLI runs)."""
-    from haystack_mvr.training.readers import generative
+    """The reader's training through haystack_mvr.readers.training.generative (also what the CLI runs)."""
+    from haystack_mvr.readers.training import generative
 
     return generative.train_from_examples(base, examples, output_dir, merge=False, **kwargs)
 
@@ -179,7 +179,7 @@ def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_lengt
     """Every tier's and row's answers, tiers and rows in the file's order (the claims' rows first); items sorted by
     length and batched by size (long pages in small batches). ``save(out)`` runs after each row; rows that would
     start after ``deadline`` (a ``time.time()``) are left out, so a call that runs short still brings back the rest."""
-    from haystack_mvr.training.readers import generative
+    from haystack_mvr.readers.generative_model import generate_answers
 
     out = {}
     for tier, payload in prompts.items():
@@ -202,7 +202,7 @@ def answer_prompts(model, tokenizer, prompts: dict, limit: int | None, max_lengt
                 longest = sum(len(p) for p in items[order[min(i + 255, len(order) - 1)]][1]) + 200
                 size = max(8, min(256, 1_500_000 // longest))
                 batch = order[i : i + size]
-                found = generative.generate_answers(
+                found = generate_answers(
                     model, tokenizer, [items[j] for j in batch], batch_size=len(batch), max_length=max_length
                 )
                 for j, answer in zip(batch, found, strict=True):
@@ -242,9 +242,9 @@ def run(args) -> None:
     for name in ("adapter_model.safetensors", "adapter_config.json", "reader_training.json"):
         if (output_dir / name).exists() and output_dir != out / "reader":
             shutil.copyfile(output_dir / name, out / name)
-    from haystack_mvr.training.readers import generative
+    from haystack_mvr.readers.generative_model import load_generative_reader
 
-    model, tokenizer = generative.load_generative_reader(str(output_dir), base=base)
+    model, tokenizer = load_generative_reader(str(output_dir), base=base)
     with gzip.open(PROMPTS, "rt", encoding="utf-8") as f:
         prompts = json.load(f)
     limit = 4 if args.dry_run else None

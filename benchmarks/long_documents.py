@@ -145,23 +145,14 @@ class Page:
 
 
 def minilm_token_counter(path: str | None = None) -> Callable[[Sequence[str]], list[int]]:
-    """Count WordPiece tokens (no special tokens) with the packaged all-MiniLM-L6-v2 tokenizer."""
+    """Count WordPiece tokens (no special tokens) with the packaged all-MiniLM-L6-v2 tokenizer (the package's own
+    ``TokenizerCounter.count``)."""
     from transformers import AutoTokenizer
 
     from benchmarks.packaged_model import packaged_minilm
+    from haystack_mvr.modeling.token_budget import TokenizerCounter
 
-    tokenizer = AutoTokenizer.from_pretrained(path or packaged_minilm())
-
-    def count(texts: Sequence[str]) -> list[int]:
-        out = []
-        for lo in range(0, len(texts), 1024):
-            ids = tokenizer(
-                list(texts[lo : lo + 1024]), add_special_tokens=False, return_attention_mask=False, verbose=False
-            )["input_ids"]
-            out += [len(x) for x in ids]
-        return out
-
-    return count
+    return TokenizerCounter(AutoTokenizer.from_pretrained(path or packaged_minilm()), cached=0).count
 
 
 def article_of(paragraph_id: str) -> str:

@@ -6,10 +6,11 @@
 
 Readers: the extractive reader (``haystack-mvr train-reader --kind extractive``, served by Haystack's
 ``TransformersExtractiveReader``, top answer over all passages) and the generative reader (``haystack-mvr
-train-reader --kind generative``: SmolLM2-135M-Instruct with a LoRA adapter, served by Haystack's
-``HuggingFaceLocalChatGenerator``). The generative reader's answers may come from a predictions file written on a
-GPU by benchmarks/device_generative.py from the same contexts (``--export-prompts`` writes its input), or be computed
-here through the Haystack pipeline (``--generative MERGED_FOLDER``).
+train-reader --kind generative``: SmolLM2-135M-Instruct with a LoRA adapter, served by ``GenerativeReader``). The
+generative reader's answers may come from a predictions file written on a GPU by benchmarks/device_generative.py from
+the same contexts (``--export-prompts`` writes its input), or be computed here through ``GenerativeReader``
+(``--reader``) or ``generative_reader_pipeline`` (``--generative MERGED_FOLDER``: the same component in a pipeline,
+float32).
 
 Rows: the contexts of benchmarks/rag_context.py at 128, 256 and 512 tokens, and the top 3 documents whole. Each
 reader's paired differences follow its table (mean per-question EM difference and its paired 95% interval), for the
@@ -163,19 +164,15 @@ def extractive_answers(folder: str, questions, contexts, texts, rows) -> tuple[d
 
 
 def pipeline_answers(folder: str, questions, contexts, texts, rows) -> tuple[dict[str, list[str]], dict]:
-    """The generative reader served the Haystack way (``generative_reader_pipeline``: ChatPromptBuilder ->
-    TransformersChatGenerator -> AnswerBuilder, fp32 on this CPU) on every row."""
+    """The generative reader in a Haystack pipeline (``generative_reader_pipeline``: ``GenerativeReader`` in float32,
+    the prompt cut to 1,024 tokens) on every row."""
     from haystack_mvr.components.readers import generative_reader_pipeline
 
-    pipeline = generative_reader_pipeline(folder)
+    pipeline = generative_reader_pipeline(folder, precision="float32")
     pipeline.warm_up()
 
     def answer(question, docs):
-        data = {
-            "prompt_builder": {"question": question, "documents": docs},
-            "answer_builder": {"query": question, "documents": docs},
-        }
-        return pipeline.run(data)["answer_builder"]["answers"]
+        return pipeline.run({"reader": {"query": question, "documents": docs}})["reader"]["answers"]
 
     return read_rows(answer, "generative (Haystack pipeline)", questions, contexts, texts, rows)
 
@@ -269,7 +266,9 @@ def main() -> None:
     parser.add_argument("--generative-predictions", type=Path, default=None)
     parser.add_argument("--generative-model", default=None, help="What produced --generative-predictions (a note).")
     parser.add_argument(
-        "--generative", default=None, help="A merged generative reader folder, served here by the Haystack pipeline."
+        "--generative",
+        default=None,
+        help="A merged generative reader folder, served here by generative_reader_pipeline.",
     )
     parser.add_argument(
         "--reader", default=None, help="'shipped' or a generative reader folder, read by GenerativeReader."

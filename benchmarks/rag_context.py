@@ -64,29 +64,31 @@ Span = list  # [document id, start, end]
 
 
 class TokenCounter:
-    """WordPiece token counts (no special tokens) and token-boundary cuts, with the packaged MiniLM tokenizer."""
+    """WordPiece token counts (no special tokens) and token-boundary cuts with the packaged MiniLM tokenizer: the
+    package's own ``TokenizerCounter`` (what ``MultiViewContextBuilder`` and the generative reader count with), one
+    text at a time, plus the window around an answer."""
 
     def __init__(self, path: str) -> None:
         from transformers import AutoTokenizer
 
+        from haystack_mvr.modeling.token_budget import TokenizerCounter
+
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.counter = TokenizerCounter(self.tokenizer, cached=0)
 
     def count(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.counter.count([text])[0]
 
     def cut(self, text: str, tokens: int) -> str:
         """The longest prefix of ``text`` of at most ``tokens`` tokens, ending at a token boundary."""
-        if tokens <= 0:
-            return ""
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        if len(offsets) <= tokens:
-            return text
-        return text[: offsets[tokens - 1][1]]
+        from haystack_mvr.modeling.token_budget import cut_text
+
+        return cut_text(self.counter, text, tokens)
 
     def window(self, text: str, center: int, tokens: int) -> tuple[int, int]:
         """The character span of ``tokens`` tokens of ``text`` centred on character ``center``."""
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        offsets = self.counter.offsets(text)
         if len(offsets) <= tokens:
             return 0, len(text)
         at = next((i for i, (s, e) in enumerate(offsets) if e > center), len(offsets) - 1)

@@ -53,7 +53,7 @@ def model_card(record: dict) -> str:
         f"# {record['name']}: the generative reader that ships with haystack-mvr",
         "",
         "A LoRA adapter for SmolLM2-135M-Instruct that answers a question from the numbered passages of",
-        "`haystack_mvr.modeling.generative_prompt.GENERATIVE_READER_TEMPLATE` with a short answer copied from them.",
+        "`haystack_mvr.readers.generative_prompt.GENERATIVE_READER_TEMPLATE` with a short answer copied from them.",
         "`haystack_mvr.components.readers.GenerativeReader()` merges it into its base on first use (offline, once,",
         "into `~/.cache/haystack-mvr`) and answers with it.",
         "",

@@ -38,16 +38,16 @@ A retrieved file holds one {"id": question id, "passages": [corpus ids, best fir
 python -m benchmarks.answers --systems hybrid --training-retrieved PATH writes the hybrid's.
 
 The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
-haystack_mvr's FusionInDecoderReader(model=DIR), the generative one (DIR/merged, or the --merge-adapter folder) in
-haystack_mvr's generative_reader_pipeline(DIR/merged) (ChatPromptBuilder -> HuggingFaceLocalChatGenerator, in
-Haystack 3 transformers-haystack's TransformersChatGenerator -> AnswerBuilder); without --examples-file it reads
-each question's gold paragraph. Questions of the squad-mv dev articles are never trained on.
+haystack_mvr's FusionInDecoderReader(model=DIR), the generative one (DIR/merged, the --merge-adapter folder, or the
+adapter folder DIR) in haystack_mvr's GenerativeReader(model=...) (or generative_reader_pipeline(...), the same
+component in a Pipeline); without --examples-file it reads each question's gold paragraph. Questions of the squad-mv
+dev articles are never trained on.
 """
 
 
 def add_train_reader_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``train-reader`` on the top-level subparsers."""
-    from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+    from haystack_mvr.readers.training.arguments import ReaderTrainingArguments
 
     parser = subparsers.add_parser(
         "train-reader",
@@ -72,7 +72,7 @@ def run_train_reader(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from haystack_mvr.cli.train import check_model
-    from haystack_mvr.training.readers.arguments import ReaderTrainingArguments
+    from haystack_mvr.readers.training.arguments import ReaderTrainingArguments
 
     arguments = ReaderTrainingArguments.from_namespace(args)
     generative = arguments.kind == "generative"
@@ -91,7 +91,7 @@ def run_train_reader(args: argparse.Namespace) -> int:
         from haystack_mvr.readers.base_model import resolve_base
 
         resolve_base(arguments.model)
-        from haystack_mvr.training.readers.generative import train_generative_reader
+        from haystack_mvr.readers.training.generative import train_generative_reader
 
         print(json.dumps(train_generative_reader(arguments), indent=2))
         return 0
@@ -99,7 +99,7 @@ def run_train_reader(args: argparse.Namespace) -> int:
         for model in (arguments.model, arguments.encoder_model):
             if model is not None:
                 check_model(model)  # offline: ModelNotFoundError at once, before torch is imported
-    from haystack_mvr.training.readers import (
+    from haystack_mvr.readers.training import (
         bm25_top_passages,
         train_extractive_reader,
         train_fid_reader,

@@ -1,56 +1,13 @@
 """
-The prompt of the generative reader, one for training and serving (jinja2 and the standard library only; here, in
-modeling, so that both training and the Haystack components import it).
-
-``GENERATIVE_READER_TEMPLATE`` is the user message: the question and the numbered passages. Training renders it
-with :func:`reader_messages`; Haystack renders the very same text with
-``ChatPromptBuilder(template=[ChatMessage.from_user(GENERATIVE_READER_TEMPLATE)])`` (both use jinja2's sandboxed
-environment with its default settings). The tokenizer's chat template then wraps it as usual, its default system
-message included (SmolLM2 adds one when none is given), in training and serving alike.
+Moved to :mod:`haystack_mvr.readers.generative_prompt` (the readers' wing); this module re-exports it so that older
+imports keep working.
 """
 
-from __future__ import annotations
+from haystack_mvr.readers.generative_prompt import (
+    ANSWER_PATTERN,
+    GENERATIVE_READER_TEMPLATE,
+    reader_messages,
+    reader_prompt,
+)
 
-from dataclasses import dataclass
-from functools import lru_cache
-
-__all__ = ["ANSWER_PATTERN", "GENERATIVE_READER_TEMPLATE", "reader_messages"]
-
-GENERATIVE_READER_TEMPLATE = """\
-Answer the question using only the context. Reply with the short answer alone, copied word for word from the \
-context, without a full sentence.
-
-Context:
-{% for document in documents %}
-[{{ loop.index }}] {{ document.content }}
-{% endfor %}
-Question: {{ question }}
-Answer:"""
-
-# what AnswerBuilder(pattern=...) keeps of a reply: the reply without leading and trailing whitespace, as
-# generate_answers strips it (the generator already drops the end-of-turn token)
-ANSWER_PATTERN = r"(?s)\S.*\S|\S"
-
-
-@dataclass(frozen=True)
-class _Passage:
-    """What the template reads of a Haystack ``Document``: its ``content``."""
-
-    content: str
-
-
-@lru_cache(maxsize=1)
-def _template():
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment().from_string(GENERATIVE_READER_TEMPLATE)
-
-
-def reader_prompt(question: str, passages: list[str]) -> str:
-    """The user message ``GENERATIVE_READER_TEMPLATE`` renders for ``question`` and ``passages`` (numbered from 1)."""
-    return _template().render(question=question, documents=[_Passage(p) for p in passages])
-
-
-def reader_messages(question: str, passages: list[str]) -> list[dict[str, str]]:
-    """The chat the reader sees, for ``tokenizer.apply_chat_template``: one user message (no system message)."""
-    return [{"role": "user", "content": reader_prompt(question, passages)}]
+__all__ = ["ANSWER_PATTERN", "GENERATIVE_READER_TEMPLATE", "reader_messages", "reader_prompt"]

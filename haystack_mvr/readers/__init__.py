@@ -1,8 +1,21 @@
 """
-The readers' wing: what turns retrieved context into an answer.
+The readers' wing: everything that turns retrieved context into an answer, from prompt to training.
 
-``base_model`` locates the generative reader's base (standard library only), ``generative_model`` loads, merges and
-runs it (torch and transformers, no haystack), ``shipped`` is the reader that ships inside this package and the
-local folder it is built into, ``generative_reader`` the Haystack component that answers with it. Nothing is
-imported here, so ``haystack-mvr train-reader`` checks its ``--model`` before torch loads.
+- ``base_model``: where the generative reader's base comes from (standard library only);
+- ``generative_prompt``: the generative reader's prompt, one for training and serving (jinja2 only);
+- ``generative_model``: loading, merging and running the generative reader (torch and transformers, no haystack),
+  with :func:`~haystack_mvr.readers.generative_model.generate_answers` its one inference path; its passages are cut
+  to the prompt's budget by ``haystack_mvr.modeling.token_budget``;
+- ``shipped``: the reader that ships inside this package and the local folder it is built into;
+- ``generative_reader``: ``GenerativeReader``, the Haystack component that answers with it;
+  ``generative_pipeline``: ``generative_reader_pipeline`` (that component in a ``Pipeline``) and
+  ``generative_prompt_builder`` (the same prompt for any chat generator);
+- ``fusion_in_decoder_model``: Fusion-in-Decoder encoding, fusion and decoding (torch and transformers);
+  ``fusion_in_decoder_reader``: ``FusionInDecoderReader``, its Haystack component;
+- ``training``: training the extractive, Fusion-in-Decoder and generative readers (never imports haystack).
+
+Pipelines import the components from ``haystack_mvr.components.readers``. The modules the readers had before they
+moved here (``haystack_mvr.components.readers.*``, ``haystack_mvr.modeling.generative_prompt``,
+``haystack_mvr.modeling.fusion_in_decoder``, ``haystack_mvr.training.readers.*``) re-export them. Nothing is imported
+here, so ``haystack-mvr train-reader`` checks its ``--model`` before torch loads.
 """

@@ -1,7 +1,9 @@
 """
-The generative reader's model, prompt and inference, shared by training (``haystack_mvr.training.readers``) and the
+The generative reader's model, prompt and inference, shared by training (``haystack_mvr.readers.training``) and the
 Haystack components: the base chat LM (SmolLM2-135M-Instruct from its GGUF), the prompt tokens and the cut of
-passages to a token budget, merging a LoRA adapter into its base, and greedy answers.
+passages to a token budget (``haystack_mvr.modeling.token_budget``), merging a LoRA adapter into its base, and greedy
+answers (:func:`generate_answers`, the reader's one inference path: ``GenerativeReader`` and
+``generative_reader_pipeline`` answer through it).
 
 This module never imports haystack, sentence-transformers, datasets or bm25s (the GPU machines that train the reader
 have none of them): torch, transformers, peft, jinja2 and the standard library only. A test keeps it so.
@@ -18,13 +20,16 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from haystack_mvr.modeling.generative_prompt import reader_messages
+from haystack_mvr.modeling.token_budget import TokenizerCounter, cut_text, fair_shares
 from haystack_mvr.readers.base_model import SMOLLM2, resolve_base
+from haystack_mvr.readers.generative_prompt import reader_messages
 
 __all__ = [
+    "ADAPTER_WEIGHTS",
     "cpu_bf16",
     "end_of_turn_id",
     "fit_passages",
+    "fitted_prompt_ids",
     "generate_answers",
     "load_base",
     "load_generative_reader",
@@ -43,7 +48,7 @@ def _device() -> str:
 
 
 def cpu_bf16() -> bool:
-    """Whether this CPU computes bfloat16 natively (oneDNN's AVX-512 BF16 / AMX kernels, about 3x float32's speed)."""
+    """Whether this CPU computes bfloat16 natively (oneDNN's AVX-512 BF16 / AMX kernels)."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
@@ -153,43 +158,20 @@ def prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str, passages: list
     return tokenizer(_chat_text(tokenizer, reader_messages(question, passages)))["input_ids"]
 
 
-def _fair_shares(lengths: list[int], budget: int) -> list[int]:
-    """How many tokens each passage keeps: short ones whole, the others an equal share of what is left."""
-    keep = [0] * len(lengths)
-    left = max(budget, 0)
-    for rank, i in enumerate(sorted(range(len(lengths)), key=lengths.__getitem__)):
-        keep[i] = min(lengths[i], left // (len(lengths) - rank))
-        left -= keep[i]
-    return keep
-
-
-def _cut(tokenizer: PreTrainedTokenizerBase, passages: list[str], encoded: Any, keep: list[int]) -> list[str]:
-    """Each passage cut after its first ``keep`` tokens (by character offsets; decoded on a slow tokenizer)."""
-    cut = []
-    for n, (passage, k) in enumerate(zip(passages, keep, strict=True)):
-        ids = encoded["input_ids"][n]
-        if k >= len(ids):
-            cut.append(passage)
-        elif not tokenizer.is_fast:
-            cut.append(tokenizer.decode(ids[:k]))
-        else:
-            cut.append(passage[: encoded["offset_mapping"][n][k - 1][1]] if k else "")
-    return cut
-
-
-def _fit(
+def fitted_prompt_ids(
     tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str], max_tokens: int
 ) -> tuple[list[str], list[int]]:
-    """:func:`fit_passages` and the prompt tokens of the passages it keeps."""
+    """:func:`fit_passages` and the prompt tokens (:func:`prompt_ids`) of the passages it keeps."""
     passages = [str(p) for p in passages]
     ids = prompt_ids(tokenizer, question, passages)
     if len(ids) <= max_tokens or not passages:
         return passages, ids
-    encoded = tokenizer(passages, add_special_tokens=False, return_offsets_mapping=tokenizer.is_fast)
-    lengths = [len(ids) for ids in encoded["input_ids"]]
+    counter = TokenizerCounter(tokenizer, cached=0)
+    lengths = counter.count(passages)
     budget = max_tokens - len(prompt_ids(tokenizer, question, [""] * len(passages)))
     for _ in range(8):  # tokens may merge differently across a cut: shrink until the whole prompt fits
-        cut = _cut(tokenizer, passages, encoded, _fair_shares(lengths, budget))
+        keep = fair_shares(lengths, budget)
+        cut = [cut_text(counter, p, k) if k < n else p for p, k, n in zip(passages, keep, lengths, strict=True)]
         ids = prompt_ids(tokenizer, question, cut)
         if len(ids) <= max_tokens or budget <= 0:
             return cut, ids
@@ -202,10 +184,11 @@ def fit_passages(tokenizer: PreTrainedTokenizerBase, question: str, passages: li
     """
     ``passages`` cut from their ends so that the prompt (:func:`prompt_ids`) has at most ``max_tokens`` tokens: each
     passage keeps an equal share of what the question and the template leave (a shorter passage stays whole and
-    leaves its rest to the others). The question and the template are never cut: when they alone exceed
-    ``max_tokens`` every passage is emptied and the prompt stays longer.
+    leaves its rest to the others, ``token_budget.fair_shares``), cut at a token boundary (``token_budget.cut_text``).
+    The question and the template are never cut: when they alone exceed ``max_tokens`` every passage is emptied and
+    the prompt stays longer.
     """
-    return _fit(tokenizer, question, passages, max_tokens)[0]
+    return fitted_prompt_ids(tokenizer, question, passages, max_tokens)[0]
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -215,7 +198,7 @@ def save_merged(model: Any, tokenizer: PreTrainedTokenizerBase, folder: str | Pa
     """
     Save ``model`` (a peft model, its adapter merged in here, or a plain one) as a plain transformers folder:
     safetensors weights without ``quantization_config``, its generation config and ``tokenizer``.
-    ``HuggingFaceLocalChatGenerator(model=folder)`` and :func:`load_generative_reader` load it.
+    ``GenerativeReader(model=folder)`` and :func:`load_generative_reader` load it.
     """
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
@@ -311,7 +294,7 @@ def generate_answers(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
     stop = model.generation_config.eos_token_id
     stop = [end, *(i for i in (stop if isinstance(stop, list) else [stop]) if i is not None and i != end)]
-    prompts = [_fit(tokenizer, q, list(p), max_length)[1] for q, p in items]
+    prompts = [fitted_prompt_ids(tokenizer, q, list(p), max_length)[1] for q, p in items]
     was_training = model.training
     model.eval()
     answers = []

@@ -13,12 +13,12 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.utils import ComponentDevice
 
 from haystack_mvr.components.readers import FusionInDecoderReader
-from haystack_mvr.components.readers import fusion_in_decoder_reader as reader_module
-from haystack_mvr.modeling.fusion_in_decoder import (
+from haystack_mvr.readers import fusion_in_decoder_reader as reader_module
+from haystack_mvr.readers.fusion_in_decoder_model import (
     encode_passages,
     format_fid_input,
     fuse_passage_states,
-    generate_answers,
+    generate_from_fused_states,
     sequence_log_probs,
 )
 from haystack_mvr.views import MATCHED_TEXT_KEY
@@ -96,7 +96,7 @@ def test_reader_decodes_from_passages_encoded_alone(reader):
     texts = [format_fid_input(QUERY, d.content, d.meta.get("title")) for d in DOCS]
     states = [encode_passages(model, tokenizer, [text], max_length=64)[0] for text in texts]
     hidden, mask = fuse_passage_states(states)
-    sequence = generate_answers(model, hidden, mask, max_new_tokens=6)
+    sequence = generate_from_fused_states(model, hidden, mask, max_new_tokens=6)
     expected_score = float(sequence_log_probs(model, hidden, mask, sequence)[0])
     expected_text = tokenizer.decode(sequence[0], skip_special_tokens=True).strip()
     (answer,) = reader.run(query=QUERY, documents=DOCS)["answers"]
@@ -193,7 +193,7 @@ def test_to_dict_from_dict(tiny_t5):
     )
     data = reader.to_dict()
     assert data == {
-        "type": "haystack_mvr.components.readers.fusion_in_decoder_reader.FusionInDecoderReader",
+        "type": "haystack_mvr.readers.fusion_in_decoder_reader.FusionInDecoderReader",
         "init_parameters": {
             "model": str(tiny_t5),
             "device": {"type": "single", "device": "cpu"},

@@ -20,21 +20,29 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import generative_reader_pipeline
-from haystack_mvr.modeling.generative_prompt import ANSWER_PATTERN, reader_prompt
+from haystack_mvr.modeling.token_budget import TokenizerCounter, cut_text
 from haystack_mvr.readers.base_model import SMOLLM2_FILE, SMOLLM2_PACKAGE
-from haystack_mvr.training.readers import (
+from haystack_mvr.readers.generative_model import (
+    end_of_turn_id,
+    fit_passages,
+    generate_answers,
+    load_generative_reader,
+    prompt_ids,
+)
+from haystack_mvr.readers.generative_prompt import (
+    ANSWER_PATTERN,
     GENERATIVE_READER_TEMPLATE,
+    reader_messages,
+    reader_prompt,
+)
+from haystack_mvr.readers.training import (
     GenerativeCollator,
     ReaderTrainingArguments,
-    generate_answers,
     generative_features,
-    load_generative_reader,
     read_examples,
-    reader_messages,
     train_from_examples,
     train_generative_reader,
 )
-from haystack_mvr.training.readers.generative import end_of_turn_id, fit_passages, prompt_ids
 from tests.conftest import CHAT_TEMPLATE, chat_bpe_tokenizer, shared_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,6 +166,8 @@ def test_passages_are_cut_to_max_length_never_the_question_or_the_answer(tiny_lm
         assert (cut[0] == passages[0]) == short_whole  # a short passage stays whole, the long ones share the rest
         assert len(cut[1]) < len(passages[1]) and len(cut[2]) < len(passages[2])
         assert features["input_ids"][: -len(kept)] == prompt_ids(tokenizer, question, cut)
+        counter = TokenizerCounter(tokenizer)  # each passage cut at a token boundary, as the context builder cuts
+        assert cut == [cut_text(counter, p, counter.count([c])[0]) for p, c in zip(passages, cut, strict=True)]
         assert f"Question: {question}\nAnswer:" in tokenizer.decode(features["input_ids"])
     with pytest.raises(ValueError, match=f"--max-length {bare // 2} leaves no room for the passages"):
         generative_features(tokenizer, question, passages, answer, max_length=bare // 2)  # never train blind
@@ -236,21 +246,14 @@ def test_learned_reader_answers_exactly_in_left_padded_batches(learned_reader):
 
 def test_merged_reader_answers_the_same_through_a_haystack_pipeline(learned_reader):
     model, tokenizer = load_generative_reader(learned_reader)
-    pipeline = generative_reader_pipeline(learned_reader)
+    pipeline = generative_reader_pipeline(learned_reader, precision="float32", max_prompt_tokens=256)
     for example in EXAMPLES[1:3]:
         docs = [Document(content=p) for p in example["passages"]]
-        result = pipeline.run(
-            {
-                "prompt_builder": {"question": example["question"], "documents": docs},
-                "answer_builder": {"query": example["question"], "documents": docs},
-            }
-        )
-        answer = result["answer_builder"]["answers"][0]
+        answer = pipeline.run({"reader": {"query": example["question"], "documents": docs}})["reader"]["answers"][0]
         expected = generate_answers(model, tokenizer, [(example["question"], example["passages"])], max_length=256)
         assert answer.data == expected[0] == example["answer"]
-        assert answer.query == example["question"] and len(answer.documents) == len(docs)
-        prompt = prompt_ids(tokenizer, example["question"], example["passages"])
-        assert answer.meta["usage"]["prompt_tokens"] == len(prompt)  # the very prompt tokens of training
+        assert answer.query == example["question"] and answer.documents == docs
+        assert answer.meta["reader"] == str(learned_reader)
 
 
 def test_generative_training_needs_no_haystack(tiny_lm, examples_file, tmp_path):
@@ -273,8 +276,12 @@ def test_generative_training_needs_no_haystack(tiny_lm, examples_file, tmp_path)
                 return getattr(self.finder, name)
 
         sys.meta_path[:] = [Hidden(f) for f in sys.meta_path]
-        import haystack_mvr.training.readers.generative
-        from haystack_mvr.training.readers import generate_answers, load_generative_reader, train_generative_reader
+        import haystack_mvr.readers.training.generative
+        from haystack_mvr.readers.generative_model import generate_answers, load_generative_reader
+        from haystack_mvr.readers.training import train_generative_reader
+        import haystack_mvr.training.readers.generative  # the old paths re-export them
+        from haystack_mvr.training.readers import generate_answers as old_generate, train_generative_reader as old_train
+        assert (old_generate, old_train) == (generate_answers, train_generative_reader)
         from haystack_mvr.cli.main import main
         code = main(sys.argv[1:])
         print("exit", code, sorted(m for m in sys.modules if m.partition(".")[0] in BLOCKED))

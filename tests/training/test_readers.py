@@ -13,8 +13,8 @@ from transformers import AutoTokenizer, BertModel, EncoderDecoderModel
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import FusionInDecoderReader
 from haystack_mvr.datasets import DEV_ARTICLES, Passage, Question
-from haystack_mvr.modeling.fusion_in_decoder import encode_passages, fused_encoder_outputs
-from haystack_mvr.training.readers import (
+from haystack_mvr.readers.fusion_in_decoder_model import encode_passages, fused_encoder_outputs
+from haystack_mvr.readers.training import (
     FusionInDecoderCollator,
     ReaderTrainingArguments,
     bert2bert,
@@ -24,15 +24,14 @@ from haystack_mvr.training.readers import (
     train_fid_reader,
     training_questions,
 )
-from haystack_mvr.training.readers.budget_callback import WallClockBudgetCallback
-from haystack_mvr.training.readers.fusion_in_decoder import (
-    FusionInDecoderTrainer,
+from haystack_mvr.readers.training.budget_callback import WallClockBudgetCallback
+from haystack_mvr.readers.training.fusion_in_decoder import FusionInDecoderTrainer, fresh_parameter_names
+from haystack_mvr.readers.training.fusion_in_decoder_data import (
     PassageStatesCollator,
     answer_window_text,
-    fresh_parameter_names,
     passage_states,
 )
-from haystack_mvr.training.readers.trainer_setup import trainer_settings
+from haystack_mvr.readers.training.trainer_setup import trainer_settings
 from tests.conftest import build_tiny_backbone, minilm_tokenizer, shared_data_dir
 
 SQUAD_MV = shared_data_dir() / "squad-mv"

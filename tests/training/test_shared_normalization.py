@@ -11,7 +11,7 @@ from haystack_integrations.components.readers.transformers import TransformersEx
 
 from haystack_mvr.cli.main import main
 from haystack_mvr.datasets import DEV_ARTICLES, Passage, Question
-from haystack_mvr.training.readers import (
+from haystack_mvr.readers.training import (
     ReaderTrainingArguments,
     SharedNormalizationCollator,
     passages_with_gold,
@@ -21,8 +21,8 @@ from haystack_mvr.training.readers import (
     training_passages,
     training_questions,
 )
-from haystack_mvr.training.readers.extractive import _answer_offset
-from haystack_mvr.training.readers.shared_normalization import shared_normalization_loss
+from haystack_mvr.readers.training.extractive import _answer_offset
+from haystack_mvr.readers.training.shared_normalization import shared_normalization_loss
 from tests.conftest import minilm_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

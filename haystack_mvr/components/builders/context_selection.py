@@ -3,60 +3,31 @@
 A candidate is one document: its content, the scores of its views against the query and their character spans.
 :func:`select_pieces` returns the pieces to give a reader: runs of whole sentences (exact substrings of the content),
 seeded by the best snippet views, grown by neighbouring sentences, never over the budget by the counter's own count.
-See ``MultiViewContextBuilder`` for the policy; this module has no Haystack dependency.
+See ``MultiViewContextBuilder`` for the policy; this module has no Haystack dependency. Tokens are counted and cut by
+``haystack_mvr.modeling.token_budget`` (the readers' budget uses the same counters).
 """
 
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
-from typing import Protocol
 
-WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
+from haystack_mvr.modeling.token_budget import WORD_PATTERN, TokenCounter, WordCounter, token_ends_counter
+
+# WORD_PATTERN, TokenCounter, WordCounter and token_ends_counter live in haystack_mvr.modeling.token_budget; they
+# stay importable from here
+__all__ = [
+    "WORD_PATTERN",
+    "Candidate",
+    "Piece",
+    "TokenCounter",
+    "WordCounter",
+    "select_pieces",
+    "token_ends_counter",
+]
 
 Span = tuple[int, int]
-
-
-class TokenCounter(Protocol):
-    """Counts tokens: ``count`` for many texts at once, ``spans`` for any span of one text (from one pass over the
-    text), ``cut`` for the end of a text's first ``limit`` tokens."""
-
-    def count(self, texts: Sequence[str]) -> list[int]: ...
-
-    def spans(self, text: str) -> Callable[[int, int], int]:
-        """A function ``(start, end) -> tokens of text[start:end]``, from one tokenization of ``text``: a token counts
-        for the span that holds its last character (a piece's own count can differ slightly, see ``count``)."""
-        ...
-
-    def cut(self, text: str, limit: int) -> int:
-        """The character offset where ``text``'s first ``limit`` tokens end (a token boundary)."""
-        ...
-
-
-class WordCounter:
-    """The default counter: words and punctuation marks (``\\w+|[^\\w\\s]``), each one token."""
-
-    def count(self, texts: Sequence[str]) -> list[int]:
-        return [len(WORD_PATTERN.findall(t)) for t in texts]
-
-    def spans(self, text: str) -> Callable[[int, int], int]:
-        return lambda start, end: len(WORD_PATTERN.findall(text, start, end))  # only the spans asked for
-
-    def cut(self, text: str, limit: int) -> int:
-        ends = [m.end() for m in islice(WORD_PATTERN.finditer(text), limit)]
-        return ends[-1] if ends else 0
-
-
-def token_ends_counter(lasts: list[int]) -> Callable[[int, int], int]:
-    """``(start, end) -> how many of the sorted token ``lasts`` (each token's last character) lie in [start, end)``."""
-
-    def count(start: int, end: int) -> int:
-        return bisect.bisect_left(lasts, end) - bisect.bisect_left(lasts, start)
-
-    return count
 
 
 @dataclass(frozen=True)
