@@ -10,7 +10,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.versioned_folder import versions as versioned_directory
+from haystack_mvr.document_stores.versioned_folder import current_version, pointer
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY
 
 DIM = 8
@@ -35,7 +35,7 @@ def test_load_that_reads_current_just_before_a_save_replaces_it(tmp_path, monkey
     first.save(path)
     second = FaissMultiViewDocumentStore()
     second.write_documents(docs(5, seed=1, prefix="e"))
-    real = versioned_directory._read_pointer
+    real = pointer.read_pointer
     raced = []
 
     def read_pointer_then_lose_the_race(folder):
@@ -45,7 +45,7 @@ def test_load_that_reads_current_just_before_a_save_replaces_it(tmp_path, monkey
             second.save(path)  # a real save: swaps CURRENT, removes the version just read (no reader holds it)
         return name
 
-    monkeypatch.setattr(versioned_directory, "_read_pointer", read_pointer_then_lose_the_race)
+    monkeypatch.setattr(pointer, "read_pointer", read_pointer_then_lose_the_race)
     loaded = FaissMultiViewDocumentStore()
     loaded.load(path)
     assert raced and not (path / raced[0]).exists()
@@ -60,7 +60,7 @@ def test_a_version_still_missing_on_a_second_read_is_refused(tmp_path):
     store = FaissMultiViewDocumentStore()
     store.write_documents(docs(2))
     store.save(path)
-    name = versioned_directory.current_version(path)
+    name = current_version(path)
     (path / name).rename(tmp_path / "elsewhere")
     with pytest.raises(DocumentStoreError, match="does not exist: restore it from a backup"):
         FaissMultiViewDocumentStore().load(path)
@@ -73,7 +73,7 @@ def test_every_flipped_byte_of_an_npy_header_is_a_document_store_error(tmp_path,
     store = FaissMultiViewDocumentStore(index_factory="PQ2x4", train_size=10_000)  # untrained: rows held
     store.write_documents(docs(4))
     store.save(path)
-    target = path / versioned_directory.current_version(path) / file
+    target = path / current_version(path) / file
     original = target.read_bytes()
     header = 12 + int.from_bytes(original[8:12], "little")  # format 2.0: magic, version, 4-byte length
     for position in range(header):

@@ -12,7 +12,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss import index_versions, persistence
-from haystack_mvr.document_stores.versioned_folder import versions
+from haystack_mvr.document_stores.versioned_folder import saving
 from haystack_mvr.views import attach_views
 
 
@@ -251,10 +251,10 @@ def test_a_flipped_byte_anywhere_in_a_large_index_is_refused(tmp_path, monkeypat
     middle, the last) is refused, and no load, good or refused, leaves a file open."""
     import os
 
-    monkeypatch.setattr(versions, "BLOCK", 4096)  # the index spans many blocks
+    monkeypatch.setattr(saving, "BLOCK", 4096)  # the index spans many blocks
     store = make_store(n=200, dim=32)
     store.save(tmp_path / "s")
-    monkeypatch.setattr(versions, "BLOCK", 4 << 20)  # readers follow the manifest's block size
+    monkeypatch.setattr(saving, "BLOCK", 4 << 20)  # readers follow the manifest's block size
     folder = next((tmp_path / "s").glob("v-*"))
     fds = len(os.listdir("/proc/self/fd"))
     loaded = FaissMultiViewDocumentStore()

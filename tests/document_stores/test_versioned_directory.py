@@ -14,7 +14,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
 from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
-from haystack_mvr.document_stores.versioned_folder import current_version
+from haystack_mvr.document_stores.versioned_folder import current_version, pointer, saving
 from haystack_mvr.document_stores.versioned_folder import versions as vd
 
 DOCS = b'{"id": "a", "content": "hello"}\n{"id": "b", "content": "world"}\n'
@@ -435,7 +435,7 @@ def test_internal_names_match_the_docs():
 
 @pytest.mark.parametrize("io_flags", [0, faiss.IO_FLAG_READ_ONLY], ids=["streamed", "verified-first"])
 def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, io_flags):
-    monkeypatch.setattr(vd, "BLOCK", 4096)  # the test files span several blocks
+    monkeypatch.setattr(saving, "BLOCK", 4096)  # the test files span several blocks
     write, _, _ = _writer(0)
     big = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
 
@@ -448,7 +448,7 @@ def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, io
         w.write_faiss_index("big.faiss", index)
 
     version = save_version(tmp_path, write_more, {})
-    monkeypatch.setattr(vd, "BLOCK", 1 << 20)  # readers follow the block size the manifest records
+    monkeypatch.setattr(saving, "BLOCK", 1 << 20)  # readers follow the block size the manifest records
     with open_version(tmp_path) as v:
         np.testing.assert_array_equal(v.read_array("big.npy"), big)
         assert v.read_bytes("big.bin") == big.tobytes()
@@ -503,10 +503,10 @@ def test_a_full_disk_keeps_the_previous_version(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(vd.os, "write", failing_write)
+    monkeypatch.setattr(os, "write", failing_write)
     with pytest.raises(DocumentStoreError, match="No space left on device"):
         _save(tmp_path, seed=2)
-    monkeypatch.setattr(vd.os, "write", real_write)
+    monkeypatch.setattr(os, "write", real_write)
     assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
     assert _load(tmp_path)["meta"]["seed"] == 1
 
@@ -536,8 +536,8 @@ def test_a_failure_after_the_swap_keeps_the_new_version(tmp_path, monkeypatch):
             raise OSError(5, "Input/output error")
         real_fsync(fd)
 
-    monkeypatch.setattr(vd.os, "replace", replace)
-    monkeypatch.setattr(vd.os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(DocumentStoreError, match="Input/output error"):
         _save(tmp_path, seed=2)
     monkeypatch.undo()
@@ -572,7 +572,7 @@ def test_io_flags_are_passed_to_faiss_after_verification(tmp_path, monkeypatch):
 def test_streamed_index_verifies_bytes_faiss_does_not_need_and_closes_the_file(tmp_path, monkeypatch):
     """``read_faiss_index`` hands FAISS verified blocks: blocks after the index are still verified (damage there
     is refused too), FAISS failing on verified bytes is named as such, and no way out leaves a file open."""
-    monkeypatch.setattr(vd, "BLOCK", 4096)
+    monkeypatch.setattr(saving, "BLOCK", 4096)
     big = np.random.default_rng(3).standard_normal((300, 64)).astype(np.float32)
     index = faiss.IndexFlatL2(64)
     index.add(big)
@@ -680,7 +680,7 @@ def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path,
     changing (100 tries)", beside a process saving in a loop (issue 48): a reader pins the version it read, so its
     first try succeeds and it gets the old or the new copy."""
     _save(tmp_path, seed=0)
-    real = vd._read_pointer
+    real = pointer.read_pointer
     tries = []
 
     reader = threading.current_thread()
@@ -692,7 +692,7 @@ def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path,
             time.sleep(0.02)  # between reading CURRENT and locking the version it names
         return name
 
-    monkeypatch.setattr(vd, "_read_pointer", slow)
+    monkeypatch.setattr(pointer, "read_pointer", slow)
     stop = threading.Event()
     saves = []
 

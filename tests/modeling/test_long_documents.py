@@ -127,11 +127,11 @@ def test_the_view_count_never_falls_as_a_document_grows(narrow):
 
 
 def test_views_do_not_depend_on_the_batch_or_the_forward_passes(narrow, monkeypatch):
-    from haystack_mvr.modeling import st_modules
+    from haystack_mvr.modeling import snippet_transformer
 
     texts = [sentences(70, seed=2), "Short one.", sentences(5, seed=3), sentences(40, seed=4)]
     alone = [narrow.encode_documents([t])[0] for t in texts]
-    monkeypatch.setattr(st_modules, "MIN_WINDOWS_PER_PASS", 1)  # many passes over a long document's windows
+    monkeypatch.setattr(snippet_transformer, "MIN_WINDOWS_PER_PASS", 1)  # many passes over a long document's windows
     together = narrow.encode_documents(texts, batch_size=2)
     for a, b in zip(alone, together, strict=True):
         assert a.spans == b.spans

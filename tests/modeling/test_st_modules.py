@@ -278,3 +278,41 @@ def test_snippet_document_columns_share_one_forward_pass_with_the_same_views(sni
     mask = torch.cat([a["attention_mask"] for a in apart])
     assert torch.equal(together["attention_mask"], mask)
     torch.testing.assert_close(together["token_embeddings"][mask], views[mask], atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------ the class paths checkpoints name
+def _module_types(folder) -> dict[str, str]:
+    """Every module class a saved folder names: in ``modules.json`` and in any ``Router``'s ``router_config.json``."""
+    import json
+
+    types = {m["path"]: m["type"] for m in json.loads((folder / "modules.json").read_text())}
+    for router in folder.rglob("router_config.json"):
+        types.update(json.loads(router.read_text())["types"])
+    return types
+
+
+@pytest.mark.parametrize("kind", ["snippet", "camvr-untied"])
+def test_a_checkpoint_names_its_classes_by_the_st_modules_path(snippet_checkpoint, tiny_backbone, tmp_path, kind):
+    """The module classes live in modules of their own, but a checkpoint names each as
+    ``haystack_mvr.modeling.st_modules.<Class>`` (what older checkpoints name), and a folder naming that path loads."""
+    from haystack_mvr.modeling import snippet_views, viewer_pooling
+    from haystack_mvr.modeling.st_modules import viewer_encoder
+
+    if kind == "snippet":
+        folder, expected = snippet_checkpoint, {"SnippetTransformer", "SnippetViews"}
+    else:
+        folder, expected = tmp_path / "untied", {"ViewerTransformer", "ViewerPooling"}
+        viewer_encoder(tiny_backbone, mode="camvr", views=2, doc_max_length=32, tied=False).save(str(folder))
+    ours = {t for t in _module_types(folder).values() if t.startswith("haystack_mvr.")}
+    assert ours == {f"haystack_mvr.modeling.st_modules.{name}" for name in expected}
+
+    model = st.MultiVectorEncoder(str(folder), device="cpu", trust_remote_code=True)
+    views_class = snippet_views.SnippetViews if kind == "snippet" else viewer_pooling.ViewerPooling
+    assert any(type(m) is views_class for m in model.modules())  # the very class of its own module
+    views = model.encode_document(TEXTS[:2])
+    again_folder = tmp_path / "again"
+    model.save(str(again_folder))  # saved again: the same names, the same views
+    assert _module_types(again_folder) == _module_types(folder)
+    again = st.MultiVectorEncoder(str(again_folder), device="cpu", trust_remote_code=True)
+    for a, b in zip(views, again.encode_document(TEXTS[:2]), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
