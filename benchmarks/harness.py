@@ -100,16 +100,19 @@ def machine_info() -> dict[str, Any]:
 
 def write_results(stem: Path, payload: dict[str, Any], *, markdown: str | None = None, indent: int = 2) -> Path:
     """
-    Write ``<stem>.json`` (``payload``, with ``date`` added when absent) and, when given, ``<stem>.md``.
+    Write ``<stem>.json`` (``payload``, with ``date`` added when absent) and, when given, ``<stem>.md``: the suffix is
+    appended, so a dotted stem (``rag_context.pages``) keeps its dots.
 
     :returns: The JSON file's path.
     """
     stem.parent.mkdir(parents=True, exist_ok=True)
     payload = payload if "date" in payload else {**payload, "date": utc_now()}
-    path = stem.with_suffix(".json")
+    path = stem.with_name(f"{stem.name}.json")
     path.write_text(json.dumps(payload, indent=indent) + "\n", encoding="utf-8")
     if markdown is not None:
-        stem.with_suffix(".md").write_text(markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8")
+        stem.with_name(f"{stem.name}.md").write_text(
+            markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8"
+        )
     return path
 
 

@@ -8,7 +8,8 @@ drawn around one of 1000 topics, and its views are the centre plus noise (cosine
 of one document are correlated and collapsing them to documents is realistic. Queries are a stored view plus
 noise (cosine ~0.7).
 
-Systems, all over the SAME rows and, per index type, the SAME FAISS index object:
+Systems, all over the SAME rows; per index type the raw baseline is a FAISS index built from them directly and the
+store builds its own index of that type from the same documents (Flat: the raw baseline is the store's own index):
 
 - ``raw``: ``index.search(q, 10)`` (no collapse), the baseline;
 - ``store``: ``FaissMultiViewDocumentStore.search(q, top_k=10)`` (FAISS search + collapse of views to documents);
@@ -222,10 +223,14 @@ def measure_roofline(threads: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ store
-def build_store(vectors: np.ndarray, k: int, batch_docs: int) -> tuple[FaissMultiViewDocumentStore, dict]:
+def build_store(
+    vectors: np.ndarray, k: int, batch_docs: int, factory: str = "Flat", train_size: int | None = None
+) -> tuple[FaissMultiViewDocumentStore, dict]:
     """Write one Document per k rows, views as a numpy array in ``meta["mvr_views"]`` (no list round-trip)."""
     n_docs = len(vectors) // k
-    store = FaissMultiViewDocumentStore(embedding_dim=vectors.shape[1], index_factory="Flat")
+    store = FaissMultiViewDocumentStore(
+        embedding_dim=vectors.shape[1], index_factory=factory, train_size=None if factory == "Flat" else train_size
+    )
     start = time.perf_counter()
     for lo in range(0, n_docs, batch_docs):
         hi = min(n_docs, lo + batch_docs)
@@ -305,8 +310,8 @@ def measure_corpus(args, n_rows: int, k: int, factories: list[str], results: dic
     qlists = [q.tolist() for q in queries]  # what a Haystack text embedder hands to a retriever
     qidx = np.arange(args.warmup + args.queries)
     log(f"{label}: writing {n_docs} documents")
-    store, build = build_store(vectors, k, args.batch_docs)
-    del vectors
+    flat_store, build = build_store(vectors, k, args.batch_docs)
+    store = flat_store
     gc.collect()
     retriever = MultiViewRetriever(document_store=store, top_k=TOP_K)
     start = time.perf_counter()
@@ -314,9 +319,8 @@ def measure_corpus(args, n_rows: int, k: int, factories: list[str], results: dic
     build.update(
         {"size": n_rows, "k": k, "docs": n_docs, "generate_s": gen_s, "flat_index_s": time.perf_counter() - start}
     )
-    views = store._views  # the same rows and index object the store searches
-    assert views is not None and views.ntotal == n_rows
-    rows_matrix = views.vectors
+    assert store.stats().views == n_rows
+    rows_matrix = vectors
     build["rss_gib_after_build"] = rss_gib()
     results["builds"].append(build)
     wide_k = max(2 * TOP_K * max(1, n_rows // n_docs), 16)  # the store's first FAISS search depth (rows)
@@ -327,15 +331,15 @@ def measure_corpus(args, n_rows: int, k: int, factories: list[str], results: dic
     for spec in factories:
         factory, param, values = parse_index_spec(spec)
         if factory == "Flat":
-            index, info = views.faiss_index(), {"train_s": 0.0, "train_rows": 0, "add_s": build["flat_index_s"]}
+            store = flat_store
+            index, info = store.faiss_index, {"train_s": 0.0, "train_rows": 0, "add_s": build["flat_index_s"]}
         else:
             log(f"{label}: building {factory}")
-            index = None  # drop the previous index before building the next one (memory)
-            views.set_faiss_index(faiss.IndexFlatIP(dim))
+            index = store = None  # drop the previous index and store before building the next (memory)
             gc.collect()
-            index, info = build_faiss(factory, rows_matrix, args.train_size, args.seed)
-            views.set_faiss_index(index)
-            store.index_factory = views.index_factory = factory
+            index, info = build_faiss(factory, rows_matrix, args.train_size, args.seed)  # the raw baseline
+            store, _ = build_store(vectors, k, args.batch_docs, factory, args.train_size)  # the store's own index
+        retriever = MultiViewRetriever(document_store=store, top_k=TOP_K)
         nbytes = serialized_bytes(index)
         for value in values:
             if param is not None:
@@ -352,8 +356,8 @@ def measure_corpus(args, n_rows: int, k: int, factories: list[str], results: dic
             systems = {
                 "raw": raw,
                 "raw_wide": raw_wide,
-                "store": lambda i: [d.id for d in store.search(qlists[i], top_k=TOP_K)],
-                "retriever": lambda i: [d.id for d in retriever.run(query_embedding=qlists[i])["documents"]],
+                "store": lambda i, store=store: [d.id for d in store.search(qlists[i], top_k=TOP_K)],
+                "retriever": lambda i, r=retriever: [d.id for d in r.run(query_embedding=qlists[i])["documents"]],
             }
             times, outputs = interleaved(systems, qidx, args.warmup)
             if exact_docs is None:  # Flat comes first: the exact document and row top-10

@@ -219,8 +219,9 @@ def _answer(hit: Any) -> tuple[Any, ...]:
 def verify(source: Any, target: Any, dim: int | None, count: int, copied: dict[str, Any] | None) -> int:
     """
     Check the copy: the target holds the source's ``copied`` documents (as many as the source, ``filters=copied``)
-    and ``count`` random queries, unfiltered and filtered by the first scalar meta field found, rank the same
-    documents with the same scores, matched views and spans on both. Returns how many checks failed.
+    and ``count`` random queries, and as many random 4-vector queries (MaxSim, as a late-interaction model asks),
+    unfiltered and filtered by the first scalar meta field found, rank the same documents with the same scores,
+    matched views and spans on both. Returns how many checks failed.
     """
     import numpy as np
 
@@ -245,16 +246,20 @@ def verify(source: Any, target: Any, dim: int | None, count: int, copied: dict[s
     settings: list[dict[str, Any] | None] = [None]
     if key is not None:
         settings.append({"field": f"meta.{key}", "operator": "==", "value": meta[key]})
+    # multi-vector queries too (a late-interaction model's, ranked by MaxSim): 4 rows each
+    multi = np.random.default_rng(1).normal(size=(count, 4, dim)).astype(np.float32)
     differ = 0
     for f in settings:
-        answers = zip(
-            source.search_batch(queries, 10, _and(copied, f)), target.search_batch(queries, 10, f), strict=True
+        answers = list(
+            zip(source.search_batch(queries, 10, _and(copied, f)), target.search_batch(queries, 10, f), strict=True)
         )
+        answers += [(source.search(q, 10, _and(copied, f)), target.search(q, 10, f)) for q in multi]
         for a, b in answers:
             same = [_answer(h) for h in a] == [_answer(h) for h in b]
             same = same and np.allclose([h.score for h in a], [h.score for h in b], rtol=1e-4, atol=1e-5)
             differ += not same
-    print(f"Verified {len(settings) * count} queries ({len(settings)} filter settings): {differ} differ.")
+    total = 2 * len(settings) * count
+    print(f"Verified {total} queries (vectors and 4-vector MaxSim queries, {len(settings)} filters): {differ} differ.")
     return failed + differ
 
 

@@ -41,6 +41,11 @@ Every retrieved document, from every store, carries the same keys (set by :func:
 - ``meta["mvr_matched_span"]`` / ``meta["mvr_matched_text"]``: the best-scoring snippet's ``[start, end]`` and
   text: the matched view itself for a snippet match, else the best snippet view, so a document matched as a
   whole still shows its most relevant passage; ``None`` when the document has no snippet views.
+
+A multi-vector (late-interaction, ColBERT) query scores a document by MaxSim, the sum over the query's vectors of
+each one's best view, and its results say what matched as :func:`annotated_maxsim_copy` describes (the matched-view
+keys above, plus ``meta["mvr_matched_spans"]``: the spans of the views, the tokens of a ColBERT document, that the
+query's vectors matched best).
 """
 
 from __future__ import annotations
@@ -62,7 +67,8 @@ MATCHED_SPAN_KEY = "mvr_matched_span"
 MATCHED_TEXT_KEY = "mvr_matched_text"
 MATCHED_SCOPE_KEY = "mvr_matched_scope"
 ENCODER_KEY = "mvr_encoder"
-MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_TEXT_KEY)
+MATCHED_SPANS_KEY = "mvr_matched_spans"
+MATCHED_KEYS = (MATCHED_VIEW_KEY, MATCHED_SCOPE_KEY, MATCHED_SPAN_KEY, MATCHED_TEXT_KEY)  # on every retrieved document
 SOURCE_ID_KEY = "mvr_source_id"
 SOURCE_SPAN_KEY = "mvr_source_span"
 PIECE_TOKENS_KEY = "mvr_piece_tokens"
@@ -346,18 +352,68 @@ def annotated_copy(
     return copy_with(document, meta, embedding, float(scores[best]))
 
 
+def annotated_maxsim_copy(
+    document: Document,
+    meta: dict[str, Any],
+    similarities: np.ndarray,
+    views: np.ndarray | None = None,
+    *,
+    return_embedding: bool = False,
+) -> Document:
+    """
+    :func:`annotated_copy` for a multi-vector (late-interaction) query: ``score`` is MaxSim, the sum over the
+    query's vectors of each one's best view.
+
+    What matched: ``mvr_matched_spans`` lists the ``[start, end]`` spans of the views the query's vectors matched
+    best (for a ColBERT document, the tokens; sorted, each once); ``mvr_matched_view`` is the view that contributes
+    most to the score (the sum of the best scores it holds), with its span and text as ``mvr_matched_span`` /
+    ``mvr_matched_text`` (scope ``"snippet"``; ``"document"`` for a view without a span, such as ``[CLS]``).
+
+    :param similarities: ``(k, m)``: each view's inner product with each query vector.
+    """
+    best_views = similarities.argmax(axis=0)
+    best = similarities[best_views, np.arange(similarities.shape[1])]
+    contribution = np.bincount(best_views, weights=best.astype(np.float64), minlength=similarities.shape[0])
+    matched = int(contribution.argmax())
+    spans = meta.get(SPANS_KEY) or []
+    span = spans[matched] if matched < len(spans) else None
+    span = None if span is None else [int(span[0]), int(span[1])]
+    matched_spans = sorted(
+        {
+            (int(spans[v][0]), int(spans[v][1]))
+            for v in set(best_views.tolist())
+            if v < len(spans) and spans[v] is not None
+        }
+    )
+    meta[MATCHED_VIEW_KEY] = matched
+    meta[MATCHED_SCOPE_KEY] = "document" if span is None else "snippet"
+    meta[MATCHED_SPAN_KEY] = span
+    meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
+    meta[MATCHED_SPANS_KEY] = [list(s) for s in matched_spans]
+    embedding = None
+    if return_embedding:
+        matrix = np.asarray(views, dtype=np.float32)
+        meta[VIEWS_KEY] = PackedViews(matrix)
+        embedding = list(document.embedding) if document.embedding is not None else matrix[0].tolist()
+    return copy_with(document, meta, embedding, float(best.sum()))
+
+
 def copy_with(document: Document, meta: dict[str, Any], embedding: list[float] | None, score: float | None) -> Document:
     """
-    ``dataclasses.replace(document, meta=meta, embedding=embedding, score=score)`` without its cost: a copy of the
-    instance dict with the three fields set. ``replace`` re-runs the dataclass ``__init__`` and Haystack's field
-    tracking (~20 us against ~1 us a document under cProfile, writing 10^6 views; a fifth of building a search
-    result), and on a ``Document`` subclass it warns about mutating attributes. The copy keeps the subclass.
+    A new document like ``document`` with ``meta``, ``embedding`` and ``score`` set, made by Haystack's own
+    constructor (``dataclasses.replace`` for a ``Document`` subclass, whose own fields it keeps).
     """
-    out = object.__new__(type(document))
-    fields = out.__dict__
-    fields.update(document.__dict__)
-    fields["meta"], fields["embedding"], fields["score"] = meta, embedding, score
-    return out
+    if type(document) is Document:
+        return Document(
+            id=document.id,
+            content=document.content,
+            blob=document.blob,
+            meta=meta,
+            score=score,
+            embedding=embedding,
+            sparse_embedding=document.sparse_embedding,
+        )
+    return dataclasses.replace(document, meta=meta, embedding=embedding, score=score)
 
 
 def piece_document(
@@ -373,7 +429,8 @@ def piece_document(
     :param tokens: The piece's token count, kept as ``mvr_piece_tokens`` when given.
     """
     content = source.content or ""
-    meta = {k: v for k, v in source.meta.items() if k not in (VIEWS_KEY, SPANS_KEY) and k not in MATCHED_KEYS}
+    dropped = (VIEWS_KEY, SPANS_KEY, MATCHED_SPANS_KEY, *MATCHED_KEYS)
+    meta = {k: v for k, v in source.meta.items() if k not in dropped}
     span = source.meta[SPANS_KEY][view]
     meta[SOURCE_ID_KEY] = source.id
     meta[SOURCE_SPAN_KEY] = [int(start), int(end)]

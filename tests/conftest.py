@@ -240,3 +240,16 @@ def old_host_outputs(path: Path, texts: list[str], queries: list[str]) -> dict:
         "queries": pool("query" if not config.tied else "document", builder.queries(list(queries)))[:, 0].numpy(),
         "fingerprint": weights_fingerprint(config, len(tokenizer), backbones),
     }
+
+
+@pytest.fixture(scope="session")
+def tiny_colbert(tmp_path_factory, tiny_backbone) -> Path:
+    """A random late-interaction ``MultiVectorEncoder`` (ColBERT) on the tiny BERT: 16-d token vectors, 8-token
+    queries, 24-token document windows (so that a few sentences already take several)."""
+    from haystack_mvr.modeling.late_interaction import new_late_interaction_model
+
+    torch.manual_seed(0)
+    model = new_late_interaction_model(tiny_backbone, query_tokens=8, document_tokens=24, dim=16, device="cpu")
+    path = tmp_path_factory.mktemp("tiny-colbert")
+    model.save(str(path))
+    return path

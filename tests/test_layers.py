@@ -51,7 +51,26 @@ FORBIDDEN = {
         "haystack_mvr.document_stores",
         "haystack_mvr.evaluation",
     },
+    # reader training runs on GPU machines without haystack; the wing's components are not training's to import
+    "readers/training": {
+        "haystack",
+        "haystack_integrations",
+        "sentence_transformers",
+        "haystack_mvr.readers.generative_reader",
+        "haystack_mvr.readers.generative_pipeline",
+        "haystack_mvr.readers.fusion_in_decoder_reader",
+    },
 }
+
+# the wing's modules that training and the components share: never haystack
+READERS_WITHOUT_HAYSTACK = (
+    "readers/base_model.py",
+    "readers/generative_prompt.py",
+    "readers/generative_model.py",
+    "readers/fusion_in_decoder_model.py",
+    "readers/shipped.py",
+    "modeling/token_budget.py",
+)
 
 
 def _imports(path: Path) -> set[str]:
@@ -80,6 +99,12 @@ def test_layer_imports_point_one_way(layer):
         if _violates(name, FORBIDDEN[layer])
     }
     assert not bad, f"{layer} imports what it must not: {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", READERS_WITHOUT_HAYSTACK)
+def test_the_readers_shared_modules_never_import_haystack(module):
+    imported = _imports(PACKAGE / module)
+    assert not any(_violates(n, {"haystack", "haystack_integrations", "haystack_mvr.components"}) for n in imported)
 
 
 def test_each_store_backend_stands_alone():
@@ -200,3 +225,18 @@ def test_no_import_cycles():
                 elif imported not in chain and imported > start:  # each cycle once, from its smallest module
                     stack.append((imported, [*chain, imported]))
     assert not cycles, cycles
+
+
+def test_documents_are_built_by_haystack_not_by_object_new():
+    """A ``Document`` made with ``object.__new__`` and a swapped ``__dict__`` skips Haystack's ``__init__``: a field
+    Haystack adds later would be missing from it. Every Document comes from its constructor, ``from_dict`` or
+    ``dataclasses.replace``."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "object"
+            if named and node.attr == "__new__":
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+            if isinstance(node, ast.Constant) and node.value == "__dict__":  # a swapped instance dict
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not offenders, f"object.__new__ or a swapped __dict__ in {offenders}"

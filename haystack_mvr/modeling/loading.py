@@ -333,3 +333,22 @@ def is_multi_view_checkpoint(name_or_path: str, options: LoadOptions | None = No
             router = _read_json(name_or_path, f"{module.get('path', '')}/router_config.json".lstrip("/"), options)
             kinds += [str(kind) for kind in (router or {}).get("types", {}).values()]
     return any(kind.startswith("haystack_mvr.") and kind.rsplit(".", 1)[-1] in ST_VIEW_MODULES for kind in kinds)
+
+
+def is_late_interaction_checkpoint(name_or_path: str, options: LoadOptions | None = None) -> bool:
+    """
+    Whether ``name_or_path`` is a late-interaction (ColBERT-style) checkpoint sentence-transformers'
+    ``MultiVectorEncoder`` loads: saved as one (``model_type``), a PyLate checkpoint or a Stanford-NLP ColBERT
+    (``HF_ColBERT``). Reads those small files only (no weights); a haystack-mvr multi-view checkpoint is not one.
+    """
+    options = options or LoadOptions()
+    if is_multi_view_checkpoint(name_or_path, options):
+        return False
+    settings = _read_json(name_or_path, "config_sentence_transformers.json", options) or {}
+    if settings.get("model_type") == "MultiVectorEncoder":
+        return True
+    modules = _read_json(name_or_path, "modules.json", options) or []
+    if any(str(m.get("type", "")).startswith("pylate.") for m in modules):
+        return True
+    architectures = (_read_json(name_or_path, "config.json", options) or {}).get("architectures") or []
+    return "HF_ColBERT" in architectures

@@ -25,7 +25,6 @@ Needs ``sentence-transformers>=6`` (imported here only; ``haystack_mvr.modeling`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,17 @@ from sentence_transformers.base.modules import Router, Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
+from haystack_mvr.modeling.encoded_document import EncodedDocument
 from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
+from haystack_mvr.modeling.late_interaction import LateInteractionEncoder
 from haystack_mvr.modeling.loading import (
     LoadOptions,
+    is_late_interaction_checkpoint,
     is_multi_view_checkpoint,
     portable_model_name,
     resolve_model,
     sentence_transformers_defaults,
 )
-from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.modeling.st_modules import (
     SPANS,
     SnippetTransformer,
@@ -62,14 +63,6 @@ from haystack_mvr.validation import check_positive_int
 # A rough, generous characters-per-token for grouping long documents by the windows they will need (English
 # WordPiece averages 4-5; a smaller figure only makes groups smaller).
 CHARS_PER_TOKEN = 4
-
-
-@dataclass
-class EncodedDocument:
-    """A document's views: ``views`` ``(k, d)`` float32 (padding views removed) and one span per view."""
-
-    views: np.ndarray
-    spans: list[Span | None]
 
 
 def _module_options(options: LoadOptions) -> dict[str, dict[str, Any]]:
@@ -218,6 +211,10 @@ class MultiVectorEncoderAdapter:
         )
         return np.stack([v[0] for v in vectors]).astype(np.float32, copy=False)
 
+    def query_views(self, texts: list[str], batch_size: int = 32, progress_bar: bool = False) -> list[np.ndarray]:
+        """Each query as a one-row ``(1, d)`` matrix: the form a late-interaction encoder's queries take too."""
+        return list(self.encode_queries(texts, batch_size, progress_bar)[:, None, :])
+
     def encode_documents(
         self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
     ) -> list[EncodedDocument]:
@@ -336,6 +333,8 @@ def open_encoder(
     - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
       ``st_modules``): loaded by sentence-transformers' ``MultiVectorEncoder``;
     - an older ``multi_view_config.json`` checkpoint (any mode): converted to such a model on load;
+    - a late-interaction ``MultiVectorEncoder`` (ColBERT, PyLate, Stanford-NLP): a
+      :class:`~haystack_mvr.modeling.late_interaction.LateInteractionEncoder` (token views, multi-vector queries);
     - any other backbone: training-free snippet mode (a viewer mode would have random viewer tokens, and two
       components would draw different ones: refused).
 
@@ -346,6 +345,11 @@ def open_encoder(
         refuse_overrides(model, MultiViewConfig.load(model), overrides)
         return MultiVectorEncoderAdapter(checkpoint_encoder(model, device=device, **_module_options(options))).eval()
     name, resolved = resolve_model(model, options)
+    if is_late_interaction_checkpoint(name, resolved):
+        if overrides:
+            msg = f"{model!s} is a late-interaction (ColBERT) model: encoder_kwargs {sorted(overrides)} do not apply."
+            raise ValueError(msg)
+        return LateInteractionEncoder.load(model, device=device, load_options=options).eval()
     if is_multi_view_checkpoint(name, resolved):
         encoder = MultiVectorEncoderAdapter.load(model, device=device, load_options=options)
         refuse_overrides(model, encoder.config, overrides)

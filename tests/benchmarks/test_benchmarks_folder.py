@@ -72,6 +72,14 @@ def test_harness_writes_json_with_a_date_and_the_markdown(tmp_path):
     assert (tmp_path / "sub" / "bench.md").read_text(encoding="utf-8") == "# table\n"
 
 
+def test_harness_keeps_a_dotted_stem_whole(tmp_path):
+    from benchmarks.harness import write_results
+
+    path = write_results(tmp_path / "rag_context.pages", {"x": 1}, markdown="# t")
+    assert path.name == "rag_context.pages.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rag_context.pages.json", "rag_context.pages.md"]
+
+
 def test_the_harness_needs_no_torch():
     probe = (
         "import sys, benchmarks.harness; print(sorted(m for m in ('torch', 'numpy', 'haystack') if m in sys.modules))"

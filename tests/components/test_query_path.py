@@ -106,6 +106,12 @@ async def test_run_async_takes_the_packed_query(small_store):
     assert [d.id for d in found["documents"]] == ["a"]
 
 
+def test_a_packed_query_of_several_rows_is_a_multi_vector_query_scored_by_maxsim(small_store):
+    retriever = MultiViewRetriever(document_store=small_store, top_k=2)
+    found = retriever.run(packed_query_embedding=PackedViews(np.eye(2)))["documents"]
+    assert [(d.id, round(d.score, 5)) for d in found] == [("a", 2.0), ("b", 1.2)]  # a: 1 + 1; b: 0.6 + 0.6
+
+
 def test_retriever_refuses_both_neither_or_a_wrong_packed_query(small_store):
     retriever = MultiViewRetriever(document_store=small_store)
     packed = PackedViews(np.array([[0.0, 1.0]]))
@@ -113,8 +119,10 @@ def test_retriever_refuses_both_neither_or_a_wrong_packed_query(small_store):
         retriever.run(query_embedding=[0.0, 1.0], packed_query_embedding=packed)
     with pytest.raises(ValueError, match=r"exactly one of query_embedding .* got neither"):
         retriever.run()
-    with pytest.raises(ValueError, match="must hold one vector, got 2"):
-        retriever.run(packed_query_embedding=PackedViews(np.eye(2)))
+    with pytest.raises(ValueError, match="snippet"):  # a multi-vector query ranks documents, not snippets
+        MultiViewRetriever(document_store=small_store, granularity="snippet").run(
+            packed_query_embedding=PackedViews(np.eye(2))
+        )
     with pytest.raises(ValueError, match="PackedViews"):
         retriever.run(packed_query_embedding="not packed")
     with pytest.raises(ValueError, match=r"pass a list\[float\] as query_embedding"):

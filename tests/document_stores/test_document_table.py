@@ -43,9 +43,12 @@ def _oldest_generation_growth(action: Callable[[], Any]) -> tuple[int, Any]:
     gc.collect()
     before = len(gc.get_objects(generation=2))
     gc.callbacks.append(watch)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100, 2, 10)  # collections every few hundred allocations: the action cannot slip between them
     try:
         result = action()
     finally:
+        gc.set_threshold(*thresholds)
         gc.callbacks.remove(watch)
     assert oldest, "no collection ran during the action"
     return max(oldest) - before, result

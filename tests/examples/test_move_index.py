@@ -61,7 +61,7 @@ def test_faiss_to_qdrant_folder_to_faiss(tmp_path, move_index, capsys):
     assert move_index.main(["--from", f"faiss:{tmp_path / 'faiss'}", "--to", qdrant, *common]) == 0
     assert move_index.main(["--from", qdrant, "--to", back, *common]) == 0
     out = capsys.readouterr().out
-    assert out.count("Copied 30 documents") == 2 and out.count("10 queries (2 filter settings): 0 differ.") == 2
+    assert out.count("Copied 30 documents") == 2 and out.count("20 queries (vectors and 4-vector MaxSim queries, 2 filters): 0 differ.") == 2
 
     reloaded = FaissMultiViewDocumentStore(index_path=str(tmp_path / "back"))
     query = rng.normal(size=16)
@@ -139,3 +139,26 @@ def test_the_source_named_with_a_trailing_slash_is_the_same_store(tmp_path, move
         with pytest.raises(SystemExit, match="name the same store"):
             move_index.main(["--from", f"faiss:{source}", "--to", f"faiss:{other}"])
     assert move_index.same_store(("qdrant-url", "http://h:6333/"), ("qdrant-url", "http://h:6333"))
+
+
+def test_a_late_interaction_index_moves_faiss_to_qdrant_and_back_verified(tmp_path, move_index, capsys, tiny_colbert):
+    from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
+
+    texts = [f"Page {i}: the Vistula flows through Warsaw and Kraków, {i} bridges cross it." for i in range(12)]
+    embedded = MultiViewDocumentEmbedder(model=str(tiny_colbert), progress_bar=False).run(
+        [Document(id=f"p{i}", content=t, meta={"i": i}) for i, t in enumerate(texts)]
+    )["documents"]
+    original = FaissMultiViewDocumentStore(index_factory="Flat")
+    original.write_documents(embedded)
+    original.save(tmp_path / "faiss")
+    qdrant, back = f"qdrant-path:{tmp_path / 'qdrant'}", f"faiss:{tmp_path / 'back'}"
+    common = ["--index", "colbert", "--verify", "5"]
+    assert move_index.main(["--from", f"faiss:{tmp_path / 'faiss'}", "--to", qdrant, *common]) == 0
+    assert move_index.main(["--from", qdrant, "--to", back, *common]) == 0
+    assert capsys.readouterr().out.count("MaxSim queries, 2 filters): 0 differ.") == 2
+    reloaded = FaissMultiViewDocumentStore(index_path=str(tmp_path / "back"))
+    assert reloaded.count_documents() == 12 and reloaded.encoder_config["mode"] == "late_interaction"
+    query = np.random.default_rng(2).normal(size=(8, 16)).astype(np.float32)
+    expected, got = original.search(query, top_k=5), reloaded.search(query, top_k=5)
+    assert [h.id for h in got] == [h.id for h in expected]
+    assert [h.meta["mvr_matched_spans"] for h in got] == [h.meta["mvr_matched_spans"] for h in expected]

@@ -187,4 +187,4 @@ def test_the_readme_move_command_moves_what_the_quickstart_saved(tmp_path, move_
     assert move_index.main(["--from", f"faiss:{index}", "--to", qdrant, "--verify", "20"]) == 0
     out = capsys.readouterr().out
     assert "Copied 3 documents" in out and "3 documents in both" in out
-    assert "Verified 40 queries (2 filter settings): 0 differ." in out
+    assert "Verified 80 queries (vectors and 4-vector MaxSim queries, 2 filters): 0 differ." in out

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import import_class_by_name
 
-from haystack_mvr.components.builders.context_selection import (
-    Candidate,
-    WordCounter,
-    select_pieces,
-    token_ends_counter,
-)
+from haystack_mvr.components.builders.context_selection import Candidate, select_pieces
 from haystack_mvr.components.retrievers.multi_view_retriever import _query_vector
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
+from haystack_mvr.modeling.token_budget import TokenizerCounter, WordCounter
 from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import (
     PIECE_TOKENS_KEY,
@@ -38,55 +32,22 @@ __all__ = ["PIECE_TOKENS_KEY", "SOURCE_ID_KEY", "SOURCE_SPAN_KEY", "MultiViewCon
 ORDERS = ("score", "document")
 
 
-class _TokenizerCounter:
-    """Counts with a Hugging Face tokenizer: ``len(tokenizer(text, add_special_tokens=False)["input_ids"])``.
+TOKEN_MATCH_WINDOW = 16  # views (tokens) whose matches add up into one view's score for a multi-vector query
 
-    The token ends of the last ``cached`` documents read are kept: the same documents come back query after query
-    (and budget after budget), and tokenizing a page is most of a run's cost."""
 
-    def __init__(self, tokenizer: Any, cached: int = 256) -> None:
-        self.tokenizer = tokenizer
-        self.cached = cached
-        self._ends: OrderedDict[str, list[int]] = OrderedDict()
-
-    def count(self, texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
-        ids = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
-        return [len(x) for x in ids]
-
-    def spans(self, text: str) -> Callable[[int, int], int]:
-        """Span counts from one encoding of ``text`` (WordPiece: the counts of each span alone; BPE / SentencePiece:
-        within a token or so)."""
-        if not getattr(self.tokenizer, "is_fast", False):
-            return lambda start, end: self.count([text[start:end]])[0]
-        ends = self._ends.get(text)
-        if ends is None:
-            offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
-                "offset_mapping"
-            ]
-            ends = self._ends[text] = sorted(max(end - 1, start) for start, end in offsets)
-            if len(self._ends) > self.cached:
-                self._ends.popitem(last=False)
-        else:
-            self._ends.move_to_end(text)
-        return token_ends_counter(ends)
-
-    def cut(self, text: str, limit: int) -> int:
-        if getattr(self.tokenizer, "is_fast", False):
-            offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
-                "offset_mapping"
-            ]
-            return len(text) if len(offsets) <= limit else int(offsets[limit - 1][1])
-        words = WordCounter()  # a slow tokenizer: the longest prefix ending at a word that fits
-        low, high = 0, WordCounter().count([text])[0]
-        while low < high:
-            mid = (low + high + 1) // 2
-            if self.count([text[: words.cut(text, mid)]])[0] <= limit:
-                low = mid
-            else:
-                high = mid - 1
-        return words.cut(text, low)
+def token_match_scores(views: np.ndarray, query: np.ndarray, window: int = TOKEN_MATCH_WINDOW) -> np.ndarray:
+    """
+    Each view's score for a multi-vector query ``(m, d)`` (a ColBERT's, over token views in document order): what
+    the query's vectors add to MaxSim through the views they match best, each weighed down linearly with its distance
+    (in views) and not counted past ``window // 2``. So pieces are seeded where the query's tokens matched, most where
+    many matched close together; a view no query vector matched near scores 0.
+    """
+    similarities = views @ query.T
+    best = similarities.argmax(axis=0)
+    contribution = np.bincount(best, weights=similarities.max(axis=0), minlength=len(views))
+    half = window // 2
+    kernel = 1.0 - np.abs(np.arange(-half, half + 1)) / (half + 1)
+    return np.convolve(contribution, kernel)[half : half + len(views)]
 
 
 @component
@@ -201,7 +162,7 @@ class MultiViewContextBuilder:
             msg = f"upstream_weight must be a finite number >= 0, got {upstream_weight!r}."
             raise ValueError(msg)
         self.upstream_weight = float(upstream_weight)
-        self._counter: WordCounter | _TokenizerCounter | None = None if tokenizer else WordCounter()
+        self._counter: WordCounter | TokenizerCounter | None = None if tokenizer else WordCounter()
 
     def warm_up(self) -> None:
         """Open the store (a FAISS ``index_path``, a Qdrant folder or server) and load the tokenizer, if one is named
@@ -212,7 +173,7 @@ class MultiViewContextBuilder:
         if self._counter is None:
             from transformers import AutoTokenizer
 
-            self._counter = _TokenizerCounter(
+            self._counter = TokenizerCounter(
                 AutoTokenizer.from_pretrained(self.tokenizer, **(self.tokenizer_kwargs or {}))
             )
 
@@ -310,7 +271,7 @@ class MultiViewContextBuilder:
             if len(spans) != views.shape[0]:
                 unusable.append(doc.id)
                 continue
-            scores = (views @ q).tolist()
+            scores = (views @ q if q.ndim == 1 else token_match_scores(views, q)).tolist()
             sources.append(doc)
             spans = [None if s is None else (s[0], s[1]) for s in spans]
             candidates.append(Candidate(doc.content, scores, spans, prior))

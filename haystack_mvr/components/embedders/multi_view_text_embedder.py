@@ -30,7 +30,9 @@ EMBEDDING_OUTPUTS = ("both", "list", "packed")
 @component
 class MultiViewTextEmbedder:
     """
-    Embeds a query into one vector (the ``[VIE]`` state for MVR/CAMVR, the model's pooling in snippet mode).
+    Embeds a query into one vector (the ``[VIE]`` state for MVR/CAMVR, the model's pooling in snippet mode), or, with
+    a late-interaction model (a sentence-transformers ``MultiVectorEncoder`` such as a ColBERT), into several: its
+    ``packed_embedding`` then carries every query vector and ``embedding`` only the first, so connect the packed one.
 
     Its ``embedding`` output connects to any ``query_embedding`` socket, e.g. ``MultiViewRetriever``'s.
     Use the same ``model`` and ``encoder_kwargs`` as the ``MultiViewDocumentEmbedder`` that indexed the documents.
@@ -170,8 +172,7 @@ class MultiViewTextEmbedder:
             raise InvalidRequestError(msg)
         self.warm_up()
         assert self.encoder is not None
-        vectors = self.encoder.encode_queries([self.prefix + text + self.suffix], batch_size=1)
-        packed = PackedViews(vectors[:1])
+        packed = PackedViews(self.encoder.query_views([self.prefix + text + self.suffix], batch_size=1)[0])
         out: dict[str, Any] = {}
         if self.embedding_output != "packed":
             out["embedding"] = packed.matrix[0].tolist()

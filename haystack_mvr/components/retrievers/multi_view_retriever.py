@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import import_class_by_name
 from haystack.document_stores.types import FilterPolicy
@@ -36,8 +37,8 @@ def _empty_store_hint(store: Any) -> str:
 
 
 def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
-    """The one query vector given: ``query_embedding`` as it is, or the float32 row a packed one holds (read-only,
-    passed to the store as it is: every store takes a ``(d,)`` float32 array as a query)."""
+    """The query given: ``query_embedding`` as it is, or what a packed one holds (read-only, passed to the store as
+    it is): its float32 row ``(d,)``, or, for a late-interaction model's query, its ``(m, d)`` vectors."""
     if (query_embedding is None) == (packed_query_embedding is None):
         given = "both" if query_embedding is not None else "neither"
         msg = (
@@ -54,12 +55,7 @@ def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
         )
         raise ValueError(msg)
     matrix = unpack_views(packed_query_embedding, where="packed_query_embedding")
-    if matrix.shape[0] != 1:
-        msg = (
-            f"packed_query_embedding must hold one vector, got {matrix.shape[0]} ({matrix.shape[0]}x{matrix.shape[1]})."
-        )
-        raise ValueError(msg)
-    return matrix[0]
+    return matrix[0] if matrix.shape[0] == 1 else matrix  # several rows: a late-interaction query, scored by MaxSim
 
 
 @component
@@ -211,12 +207,26 @@ class MultiViewRetriever:
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
+        self._check_query_form(query, encoder)
         if encoder:
             self.document_store.check_query_encoder(encoder)
         documents = self._search(query, top_k, filters)
         if not documents:
             self._check_not_empty()
         return {"documents": documents}
+
+    def _check_query_form(self, query: Any, encoder: dict[str, Any] | None) -> None:
+        """A late-interaction query must come whole (``packed_query_embedding``), and is ranked by document."""
+        late = bool(encoder) and encoder.get("mode") == "late_interaction"
+        if late and np.ndim(query) == 1:
+            msg = (
+                "A late-interaction (ColBERT) query is several vectors: connect MultiViewTextEmbedder's "
+                "packed_embedding to packed_query_embedding (its embedding output holds only the first vector)."
+            )
+            raise ValueError(msg)
+        if self.granularity == "snippet" and np.ndim(query) == 2:
+            msg = 'granularity="snippet" ranks single snippet views: it takes a one-vector query, not a multi-vector.'
+            raise ValueError(msg)
 
     def _search(self, query: Any, top_k: int, filters: dict[str, Any] | None) -> list[Document]:
         store = self.document_store
@@ -249,6 +259,7 @@ class MultiViewRetriever:
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
+        self._check_query_form(query, encoder)
         if encoder:
             await self.document_store.check_query_encoder_async(encoder)
         documents = await self._search_async(query, top_k, filters)

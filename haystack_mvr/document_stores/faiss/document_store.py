@@ -16,7 +16,6 @@ from haystack.core.serialization import generate_qualified_class_name
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_mvr.document_stores import metadata_queries
 from haystack_mvr.document_stores.checks import (
     check_batch_size,
     check_encoder_config,
@@ -24,42 +23,30 @@ from haystack_mvr.document_stores.checks import (
     check_query_dimension,
     check_query_encoder,
     check_top_k,
-    document_dimension_message,
 )
-from haystack_mvr.document_stores.compiled_filters import compile_filter, id_filter_members, reads_only_meta
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
-from haystack_mvr.document_stores.faiss.document_table import (
-    DocumentTable,
-    WrittenDocuments,
-    document_line,
-    stored_id,
-    table_meta,
-)
+from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line, stored_id
+from haystack_mvr.document_stores.faiss.filter_queries import FilterQueries
 from haystack_mvr.document_stores.faiss.view_index import (
-    MAX_VIEWS,
     NON_FINITE,
     InvalidViews,
+    RankedKeys,
     ViewIndex,
     default_threads,
     first_invalid,
     omp_threads,
     views_problem,
 )
+from haystack_mvr.document_stores.faiss.write_batch import invalid_views_error, prepare_batch
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.types import StoreStats
-from haystack_mvr.document_stores.writes import (
-    SharedByBatch,
-    document_id_list,
-    document_list,
-    json_meta,
-    prepare_document,
-    same_encoder,
-)
+from haystack_mvr.document_stores.writes import document_id_list, document_list, json_meta
 from haystack_mvr.views import (
     ENCODER_KEY,
     SPANS_KEY,
     VIEWS_KEY,
     annotated_copy,
+    annotated_maxsim_copy,
     copy_with,
     exported_document,
 )
@@ -69,7 +56,7 @@ logger = logging.getLogger(__name__)
 _TYPE_BEFORE_THE_MOVE = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
 
 
-class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
+class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
     """
     Stores documents and all their views; searches views with FAISS and ranks documents by their best view.
 
@@ -276,7 +263,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         policy = DuplicatePolicy.FAIL if policy == DuplicatePolicy.NONE else policy
         with self._lock:
             self._ensure_loaded()
-            written, dims, encoder = self._prepare(documents)
+            dim = self._views.dim if self._views is not None else self.embedding_dim
+            written, dims, encoder = prepare_batch(documents, dim, self.encoder_config)
             views_of = written.views
             batch: dict[str, int] = {}  # id -> its position in written: the last copy of each id
             dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
@@ -294,7 +282,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             dropped = [at for at in dropped if views_of[at] is not None]
             bad = first_invalid([views_of[at] for at in dropped])
             if bad is not None:
-                raise _invalid_views(written.ids[dropped[bad[0]]], bad[1])
+                raise invalid_views_error(written.ids[dropped[bad[0]]], bad[1])
             if dims is not None:
                 self._view_index(dims)  # built (and its search_parameters checked) before anything changes
             ids = [stored_id(i) for i in batch]
@@ -307,7 +295,7 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                     with omp_threads(default_threads(True, self.search_threads)):
                         self._view_index(dims).add([k for k, _ in with_views], [views_of[at] for _, at in with_views])
                 except InvalidViews as e:
-                    raise _invalid_views(written.ids[with_views[e.position][1]], e.problem) from None
+                    raise invalid_views_error(written.ids[with_views[e.position][1]], e.problem) from None
             if encoder is not None and self.encoder_config is None:
                 self.encoder_config = encoder
             self._remove([i for i in ids if i in self._documents])
@@ -365,42 +353,6 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 table.put(doc_id, line, merged)
             return len(updated)
 
-    def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
-        with self._lock:
-            self._ensure_loaded()
-            return len(self._matching(filters))
-
-    def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
-        with self._lock:
-            self._ensure_loaded()
-            return metadata_queries.count_unique(self._documents.meta_rows(self._matching(filters)), metadata_fields)
-
-    def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
-        with self._lock:
-            self._ensure_loaded()
-            return metadata_queries.fields_info(self._documents.meta_rows(self._documents.ids()))
-
-    def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
-        with self._lock:
-            self._ensure_loaded()
-            rows = self._documents.meta_rows(self._documents.ids())
-            return copy.deepcopy(metadata_queries.min_max(rows, metadata_field))
-
-    def get_metadata_field_unique_values(
-        self,
-        metadata_field: str,
-        search_term: str | None = None,
-        from_: int = 0,
-        size: int = 10,
-        filters: dict[str, Any] | None = None,
-    ) -> tuple[list[Any], int]:
-        with self._lock:
-            self._ensure_loaded()
-            values, total = metadata_queries.paged_unique_values(
-                self._documents.meta_rows(self._matching(filters)), metadata_field, search_term, from_, size
-            )
-            return copy.deepcopy(values), total
-
     # -------------------------------------------------------------------------------------------- search
     def stats(self) -> StoreStats:
         """What the store holds, read-only (loads ``index_path`` first): documents, views, their dimension, the
@@ -451,14 +403,26 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         none). Every returned document is re-scored over its held views as :func:`haystack_mvr.views.annotate_match`
         scores them (one copy of each document, annotated once) and the list re-sorted by that score.
 
-        :param query_embedding: The query vector ``(d,)``.
+        A multi-vector query ``(m, d)`` (a late-interaction model's, such as a ColBERT's) ranks by MaxSim, the sum
+        over its vectors of each one's best view: exactly over every document on a Flat index, else over the
+        documents a per-vector search finds (``ViewIndex.maxsim_depth`` each), scored exactly on their rows.
+
+        :param query_embedding: The query vector ``(d,)``, or a multi-vector query ``(m, d)``.
         :param top_k: How many documents.
         :param filters: Haystack metadata filters.
         :param return_embedding: Also return each document's views (``meta["mvr_views"]``) and ``embedding``.
-        :returns: Copies of the documents with ``score`` (max over views), ``meta["mvr_matched_view"]``,
+        :returns: Copies of the documents with ``score`` (max over views, or MaxSim), ``meta["mvr_matched_view"]``,
             ``meta["mvr_matched_scope"]`` and, with snippet views, ``meta["mvr_matched_span"]`` and
             ``meta["mvr_matched_text"]``.
         """
+        if np.ndim(query_embedding) == 2:  # a multi-vector (late-interaction) query: MaxSim
+            query = self._validate_queries(query_embedding, batch=True, name="query_embedding")
+            if len(query) == 0:
+                msg = f"query_embedding must hold at least one vector, got shape {np.shape(query_embedding)}."
+                raise ValueError(msg)
+            if len(query) > 1:
+                return self._search(query, top_k, filters, return_embedding, batch=False, maxsim=True)[0]
+            return self._search(query, top_k, filters, return_embedding, batch=False)[0]
         queries = self._validate_queries(query_embedding, batch=False)
         return self._search(queries, top_k, filters, return_embedding, batch=False)[0]
 
@@ -479,8 +443,15 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
         return self._search(queries, top_k, filters, return_embedding, batch=True)
 
     def _search(
-        self, queries: np.ndarray, top_k: int, filters: dict[str, Any] | None, return_embedding: bool, batch: bool
+        self,
+        queries: np.ndarray,
+        top_k: int,
+        filters: dict[str, Any] | None,
+        return_embedding: bool,
+        batch: bool,
+        maxsim: bool = False,
     ) -> list[list[Document]]:
+        """Each query's documents; with ``maxsim``, ``queries`` are the vectors of one multi-vector query."""
         check_top_k(top_k)
         with self._lock:
             self._ensure_loaded()
@@ -501,35 +472,42 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
                 return [[] for _ in queries]
             if len(queries) == 0:
                 return []
-            # beside a lossy index the kept rows re-rank a wider pool of candidates exactly
-            pool = top_k * 4 + 16 if views.keeps_rows else top_k
-            found = views.search(queries, pool, allowed, default_threads(batch, self.search_threads), required=top_k)
-            results = []
-            for query, keys in zip(queries, found, strict=True):
-                if len(keys) > top_k:
-                    scores = views.best_scores(query, keys)
-                    keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
-                docs = self._results(views, keys, query, return_embedding)
-                docs.sort(key=lambda d: -d.score)  # stable: FAISS order among equal scores
-                results.append(docs)
-            return results
+            threads = default_threads(batch, self.search_threads)
+            if maxsim:
+                found = views.top_maxsim(queries, top_k, allowed, threads)
+                return [self._maxsim_results(found, queries, return_embedding)]
+            ranked = views.top_documents(queries, top_k, allowed, threads)
+            return [self._results(found, query, return_embedding) for query, found in zip(queries, ranked, strict=True)]
 
-    def _results(self, views: ViewIndex, keys: np.ndarray, query: np.ndarray, return_embedding: bool) -> list[Document]:
-        """The documents of ``keys`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it, each
-        copied once: their rows gathered and scored in one product, each meta copied (nested values too, so callers
-        cannot change the store) straight into the annotated result."""
-        if len(keys) == 0:
-            return []
-        key_list = keys.tolist()
-        rows = views.vectors_of(keys)  # grouped by key, in the order of keys
-        scores = (rows @ query).tolist()
-        docs = self._documents.documents(map(self._id_of.__getitem__, key_list))  # new: their metas are the results'
+    def _results(self, found: RankedKeys, query: np.ndarray, return_embedding: bool) -> list[Document]:
+        """The documents of ``found`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it, each
+        copied once (their metas are new: callers cannot change the store), best first (stable: FAISS order among
+        equal scores)."""
+        scores = (found.rows @ query).tolist()
+        docs = self._documents.documents(map(self._id_of.__getitem__, found.keys))
         out = []
         end = 0
-        for doc, count in zip(docs, views.counts_of(key_list), strict=True):
+        for doc, count in zip(docs, found.counts, strict=True):
             start, end = end, end + count
-            held = rows[start:end] if return_embedding else None
+            held = found.rows[start:end] if return_embedding else None
             out.append(annotated_copy(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
+        out.sort(key=lambda d: -d.score)
+        return out
+
+    def _maxsim_results(self, found: RankedKeys, query: np.ndarray, return_embedding: bool) -> list[Document]:
+        """:meth:`_results` for a multi-vector query ``(m, d)``, annotated by
+        :func:`haystack_mvr.views.annotated_maxsim_copy`."""
+        similarities = found.rows @ query.T
+        docs = self._documents.documents(map(self._id_of.__getitem__, found.keys))
+        out = []
+        end = 0
+        for doc, count in zip(docs, found.counts, strict=True):
+            start, end = end, end + count
+            held = found.rows[start:end] if return_embedding else None
+            out.append(
+                annotated_maxsim_copy(doc, doc.meta, similarities[start:end], held, return_embedding=return_embedding)
+            )
+        out.sort(key=lambda d: -d.score)
         return out
 
     def _with_embedding(self, doc_id: str) -> Document:
@@ -585,64 +563,6 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self.encoder_config = state.encoder_config
 
     # ---------------------------------------------------------------------------------------- internals
-    def _matching(self, filters: dict[str, Any] | None) -> list[str]:
-        """The ids of the documents matching ``filters``, in write order. An ``id in [...]`` filter looks the ids up
-        (its cost follows the list, not the store: the context builder's candidates); a filter on ``meta`` fields
-        only reads the table's meta; any other field builds each document."""
-        table = self._documents
-        if not filters:
-            return table.ids()
-        members = id_filter_members(filters)
-        if members is not None:  # keys grow in write order (an overwrite is a new key at the end of the table)
-            keys = self._key_of
-            return sorted((i for i in members if i in keys), key=keys.__getitem__)
-        if "operator" not in filters and "conditions" not in filters:
-            msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
-            raise ValueError(msg)
-        match = compile_filter(filters)  # parsed once; same results and errors as document_matches_filter
-        if reads_only_meta(filters, skip=(SPANS_KEY,)):
-            return table.matching_meta(match)
-        return [i for i in table.ids() if match(table.document(i))]
-
-    def _prepare(self, documents: list[Document]) -> tuple[WrittenDocuments, int | None, dict[str, Any] | None]:
-        """Each document as the table and the index take it, prepared by
-        :func:`~haystack_mvr.document_stores.writes.prepare_document` as for every store and made its stored line at
-        once (the prepared copy, its meta and span lists, dropped before the next: a batch of them alive at once set
-        off the garbage collector's full collections), with the batch's view dimension and a copy of its encoder,
-        checked against this store's own limits (views per document, its dimension, its encoder); nothing is
-        changed."""
-        written = WrittenDocuments()
-        for document in documents:
-            p = prepare_document(document)
-            written.ids.append(p.document.id)
-            written.lines.append(document_line(p.document))
-            written.metas.append(table_meta(p.document.meta))
-            written.views.append(p.views)
-            written.encoders.append(p.encoder)
-        shared = SharedByBatch()  # after every document is prepared, as prepare_documents does: its own errors first
-        for doc_id, views, doc_encoder in zip(written.ids, written.views, written.encoders, strict=True):
-            shared.add(doc_id, views, doc_encoder)
-        dim = self._views.dim if self._views is not None else self.embedding_dim
-        if shared.dim is not None and dim is not None and shared.dim != dim:
-            raise ValueError(document_dimension_message(shared.first_with_views, shared.dim, "the store", dim))
-        for doc_id, views in zip(written.ids, written.views, strict=True):
-            if views is not None and len(views) > MAX_VIEWS:
-                msg = (
-                    f"Document {doc_id!r} has {len(views)} views; the store keeps at most {MAX_VIEWS} per document "
-                    f"(a view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
-                    f"split the document, or encode it with fewer, longer snippets."
-                )
-                raise ValueError(msg)
-        encoder = shared.encoder_copy()
-        known = self.encoder_config
-        if encoder is not None and known is not None and not same_encoder(encoder, known):
-            msg = (
-                f"Document {shared.first_with_encoder!r} was encoded by another encoder ({encoder}) than the "
-                f"store's vectors ({known}); re-encode it with the store's encoder or use another store."
-            )
-            raise ValueError(msg)
-        return written, shared.dim, encoder
-
     def _view_index(self, dim: int) -> ViewIndex:
         if self._views is None:
             self._views = self._new_view_index(dim)
@@ -679,8 +599,8 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             self._views.remove(keys)
 
     @staticmethod
-    def _validate_queries(queries: Any, batch: bool) -> np.ndarray:
-        name = "query_embeddings" if batch else "query_embedding"
+    def _validate_queries(queries: Any, batch: bool, name: str | None = None) -> np.ndarray:
+        name = name or ("query_embeddings" if batch else "query_embedding")
         try:
             matrix = np.asarray(queries, dtype=np.float32)
         except (TypeError, ValueError) as e:
@@ -701,10 +621,6 @@ class FaissMultiViewDocumentStore(ThreadedAsyncMethods):
             msg = f"{name}: {problem}."
             raise ValueError(msg)
         return matrix
-
-
-def _invalid_views(doc_id: str, problem: str) -> ValueError:
-    return ValueError(f"Document {doc_id!r}: views {problem}; nothing of this batch was written.")
 
 
 __all__ = ["FaissMultiViewDocumentStore"]

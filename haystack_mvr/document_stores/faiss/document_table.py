@@ -33,8 +33,6 @@ _EMBEDDING_TYPES = frozenset((list, type(None)))
 # the collector's young generations and set off a full collection of the process's every object (162 of 350 ms on
 # 125k documents); a chunk's records are dropped before most young collections promote them.
 _PARSED_LINES = 256
-_new_document = object.__new__
-_set_dict = object.__setattr__
 
 
 class MetaRow:
@@ -262,10 +260,7 @@ def document_from_line(line: bytes) -> Document:
     """A new ``Document`` from its stored line: one :func:`document_line` wrote, or a load checked."""
     fields = _loads(line)
     if type(fields) is dict and fields.keys() == _PLAIN_FIELDS:  # as document_line writes a plain document
-        fields["blob"] = fields["score"] = fields["sparse_embedding"] = None
-        doc = _new_document(Document)
-        _set_dict(doc, "__dict__", fields)  # the dict becomes the Document's own fields: no __init__, no tracking
-        return doc
+        return Document(**fields)
     return Document.from_dict(fields)
 
 

@@ -121,6 +121,34 @@ class DocumentScan:
             scores = scores[self.order]
         return np.maximum.reduceat(scores, self.starts)
 
+    def maxsim(self, query: np.ndarray) -> np.ndarray:
+        """Each document's MaxSim with a multi-vector query ``(m, d)`` (the sum over its vectors of each one's best
+        row), documents in :attr:`keys` order: every row scored, ``_BLOCK_SCORES`` scores at a time."""
+        transposed = np.ascontiguousarray(query.T, dtype=np.float32)
+        out = np.empty(len(self.keys), dtype=np.float32)
+        bounds = self.bounds
+        step = max(1, _BLOCK_SCORES // max(1, query.shape[0]))
+        first = 0
+        while first < len(self.keys):
+            last = int(np.searchsorted(bounds, bounds[first] + step, side="right")) - 1
+            last = min(max(last, first + 1), len(self.keys))
+            lo, hi = int(bounds[first]), int(bounds[last])
+            rows = self.rows[lo:hi] if self.order is None else self.rows[self.order[lo:hi]]
+            best = np.maximum.reduceat(rows @ transposed, bounds[first:last] - lo, axis=0)
+            out[first:last] = best.sum(axis=1)
+            first = last
+        return out
+
+    def top_maxsim(self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
+        """The best ``n_best`` document keys by exact MaxSim with ``query`` ``(m, d)`` among ``allowed_keys``."""
+        best = self.maxsim(query)
+        if allowed_keys is not None:
+            best[~np.isin(self.keys, allowed_keys)] = -np.inf
+            n_best = min(n_best, len(allowed_keys))
+        n_best = min(n_best, len(best))
+        top = np.argpartition(-best, n_best - 1)[:n_best] if n_best < len(best) else np.arange(len(best))
+        return self.keys[top[np.argsort(-best[top], kind="stable")]]
+
     def _float16_copy(self) -> faiss.IndexScalarQuantizer | None:
         """The rows in float16 (FAISS's ``QT_fp16`` scalar quantizer) and the bound :attr:`_error`, made once."""
         rows = self.rows

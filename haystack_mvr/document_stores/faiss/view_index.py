@@ -7,6 +7,7 @@ The names the store and its persistence import from here are re-exported.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,6 +40,14 @@ from haystack_mvr.document_stores.faiss.view_search import IndexSearch, SearchOu
 logger = logging.getLogger(__name__)
 
 
+class RankedKeys(NamedTuple):
+    """One query's documents: their keys, the rows of each and those rows ``(sum(counts), d)``, grouped by key."""
+
+    keys: list[int]
+    counts: list[int]
+    rows: np.ndarray
+
+
 class ViewIndex:
     """
     Every view of every document is one FAISS row labelled ``(key << 12) | view``; labels never change.
@@ -64,6 +73,7 @@ class ViewIndex:
 
     exact_rows = 4096  # filtered searches over at most this many rows (or 1% of the index) are scored exactly
     max_search_depth: int | None = None  # deepest FAISS search before the uncapped CPU index finishes (GPU: 2048)
+    maxsim_depth = 64  # candidate documents per query vector of a multi-vector query on an approximate index
 
     def __init__(
         self,
@@ -262,8 +272,56 @@ class ViewIndex:
                 return [scan.top(queries[0], n_best, allowed_keys)]
             return self._index_search(queries, n_best, allowed_keys, min(required or n_best, n_best))
 
+    def top_documents(
+        self, queries: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int
+    ) -> list[RankedKeys]:
+        """
+        Each query's ``top_k`` documents with their rows: the search, then (beside a lossy index, whose kept rows
+        re-rank a wider pool of candidates exactly) the re-ranking, then the rows the results are scored on.
+
+        :returns: One :class:`RankedKeys` per query, its keys in search order (the caller sorts by score).
+        """
+        pool = top_k * 4 + 16 if self.keeps_rows else top_k
+        found = self.search(queries, pool, allowed_keys, threads, required=top_k)
+        ranked = []
+        for query, keys in zip(queries, found, strict=True):
+            if len(keys) > top_k:
+                scores = self.best_scores(query, keys)
+                keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
+            key_list = keys.tolist()
+            ranked.append(RankedKeys(key_list, self.counts_of(key_list), self.vectors_of(keys)))
+        return ranked
+
+    def top_maxsim(self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int) -> RankedKeys:
+        """
+        A multi-vector query's ``(m, d)`` ``top_k`` documents by MaxSim (the sum over its vectors of each one's best
+        view) with their rows. A Flat index (or rows not yet trained into an index) is scored exhaustively, so the
+        ranking is exact. Other indexes find candidates first, the ``maxsim_depth`` best documents of each query
+        vector (a per-token ANN search), and score those exactly on their kept or reconstructed rows.
+        """
+        available = len(allowed_keys) if allowed_keys is not None else self.document_count
+        top_k = min(top_k, available)
+        if top_k == 0:
+            return RankedKeys([], [], np.zeros((0, self.dim), dtype=np.float32))
+        with omp_threads(threads):
+            scan = self._document_scan() if self._index is not None and not self._family.hnsw else None
+            if scan is not None:
+                keys = scan.top_maxsim(query, top_k, allowed_keys)
+            else:
+                if self._index is None:
+                    candidates = allowed_keys if allowed_keys is not None else self.keys()
+                else:
+                    depth = min(max(self.maxsim_depth, top_k), available)
+                    found = self.search(query, depth, allowed_keys, threads, required=depth)
+                    candidates = np.unique(np.concatenate(found))
+                scores = self.best_scores(query, candidates)
+                keys = candidates[np.argsort(-scores, kind="stable")[:top_k]]
+        key_list = keys.tolist()
+        return RankedKeys(key_list, self.counts_of(key_list), self.vectors_of(keys))
+
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``."""
+        """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``; its MaxSim for a
+        multi-vector query ``(m, d)``."""
         return view_search.best_scores(query, keys, self._book.counts, self._read_from(), self.rows_of)
 
     def _document_scan(self) -> DocumentScan | None:

@@ -163,7 +163,8 @@ def exact_search(
 def best_scores(
     query: np.ndarray, keys: np.ndarray, views: dict[int, int], held: dict[int, np.ndarray] | None, rows_of: RowsOf
 ) -> np.ndarray:
-    """Each key's max over its rows for one query ``(d,)``: ``held`` rows scored where they lie, else rows read by
+    """Each key's max over its rows for one query ``(d,)``, or its MaxSim for a multi-vector query ``(m, d)`` (the
+    sum over the query's vectors of each one's max): ``held`` rows scored where they lie, else rows read by
     ``rows_of`` (reconstructed) ``SCORED_ROWS`` at a time.
 
     So the memory this takes does not grow with the views per document (a re-ranking pool of 56 documents of 800
@@ -171,8 +172,12 @@ def best_scores(
     """
     if len(keys) == 0:
         return np.zeros(0, dtype=np.float32)
+    transposed = query if query.ndim == 1 else np.ascontiguousarray(query.T)
     if held is not None:
-        return np.fromiter((np.max(held[int(k)] @ query) for k in keys), dtype=np.float32, count=len(keys))
+        if query.ndim == 1:
+            return np.fromiter((np.max(held[int(k)] @ query) for k in keys), dtype=np.float32, count=len(keys))
+        best = (np.max(held[int(k)] @ transposed, axis=0).sum() for k in keys)
+        return np.fromiter(best, dtype=np.float32, count=len(keys))
     counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
     out = np.empty(len(keys), dtype=np.float32)
     lo = 0
@@ -183,6 +188,7 @@ def best_scores(
             hi += 1
         _, vectors = rows_of(keys[lo:hi])
         starts = np.concatenate([[0], np.cumsum(counts[lo:hi])[:-1]]).astype(np.int64)
-        out[lo:hi] = np.maximum.reduceat(vectors @ query, starts)
+        best = np.maximum.reduceat(vectors @ transposed, starts, axis=0)
+        out[lo:hi] = best if query.ndim == 1 else best.sum(axis=1)
         lo = hi
     return out

@@ -4,6 +4,12 @@ Several writers may share one collection (store objects in one process, processe
 server), so the store never trusts what it remembers about the collection when that could be stale, and never
 deletes or recreates a collection on its own: the schema (dimension, comparator, global view) is fixed when the
 collection is created, and every later write is checked against the collection as it is.
+
+The store holds its options, its connection and what it last read of the collection; the helpers beside it take
+what they need: ``connection`` (clients, one per local folder, and the fork rules), ``store_options`` (the
+constructor's checks), ``collection_state`` (schema, encoder record, a batch's checks), ``point_writes`` (duplicate
+policies, upserts, deletes, meta updates), ``point_reads`` (scrolls, filters resolved to exactly Haystack's
+matches) and ``view_search`` (query requests, ranked results).
 """
 
 from __future__ import annotations
@@ -13,146 +19,38 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
-from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
-from haystack.errors import FilterError
 from haystack.utils import Secret, deserialize_secrets_inplace
-from pydantic import TypeAdapter, ValidationError
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models
 
 from haystack_mvr.document_stores import metadata_queries
-from haystack_mvr.document_stores.checks import (
-    check_batch_size,
-    check_encoder_config,
-    check_optional_positive_int,
-    check_positive_int,
-    check_query_dimension,
-    check_query_encoder,
-    check_top_k,
-    document_dimension_message,
+from haystack_mvr.document_stores.checks import check_batch_size, check_query_encoder
+from haystack_mvr.document_stores.qdrant import (
+    collection_state,
+    connection,
+    converters,
+    point_reads,
+    point_writes,
+    store_options,
+    view_search,
 )
-from haystack_mvr.document_stores.compiled_filters import compile_filter
-from haystack_mvr.document_stores.qdrant import converters
-from haystack_mvr.document_stores.qdrant.converters import (
-    GLOBAL_VECTOR,
-    MAX_MULTIVECTOR_FLOATS,
-    SEQ_KEY,
-    VIEWS_VECTOR,
-)
-from haystack_mvr.document_stores.qdrant.filters import (
-    EMPTY_LIST_KEY,
-    QdrantFilter,
-    convert_filters,
-    empty_list_markers,
-)
+from haystack_mvr.document_stores.qdrant.collection_state import CollectionMismatchError, CollectionState
+from haystack_mvr.document_stores.qdrant.filters import QdrantFilter, convert_filters, empty_list_markers
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
-from haystack_mvr.document_stores.writes import (
-    PreparedDocument,
-    canonical_encoder,
-    document_id_list,
-    prepare_documents,
-    same_encoder,
-)
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotate_match, exported_document
+from haystack_mvr.document_stores.writes import document_id_list, prepare_documents
 
 logger = logging.getLogger(__name__)
 
-#: Key of this package's record in the collection metadata (the encoder config the views come from).
-METADATA_KEY = "haystack_mvr"
-_SCROLL_PAGE = 256
 #: On a server, how long a read may reuse the collection description it last fetched (writes always fetch it).
 #: A read that fails on a reused description fetches it again and retries once.
 SERVER_DESCRIPTION_TTL_S = 30.0
-#: Numbers (views x dimension) per upsert request at most, besides ``write_batch_size`` points: one maximal
-#: document, about 20 MB of JSON, under a server's default 32 MB request limit.
-MAX_REQUEST_FLOATS = MAX_MULTIVECTOR_FLOATS
 
 _T = TypeVar("_T")
-
-
-class CollectionMismatchError(DocumentStoreError, ValueError):
-    """A write or a query that does not fit the collection as it is (its dimension, encoder or vectors)."""
-
-
-def _do_nothing(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-class _LocalClients:
-    """
-    One ``QdrantClient`` per local storage folder in this process, shared by every store opened on it.
-
-    Local mode locks its folder against a second client, so two stores on the same ``path`` (a pipeline loaded
-    back from YAML next to the one that wrote it) share one client, and one call lock serializing calls to it.
-    The call lock of a folder exists from the first store constructed on it and is never replaced, so two
-    threads are never inside the engine at once. The client is closed when the last store using it is closed or
-    garbage-collected.
-
-    After ``fork()`` the child holds copies of the parent's clients and of their folder locks: the child never
-    uses them (stores refuse, see ``QdrantMultiViewDocumentStore._check_process``) and never closes them, since
-    closing a copy would release the parent's folder lock and let a third process open the folder.
-    """
-
-    def __init__(self) -> None:
-        # Re-entrant: a store's finalizer (``release``) may run from garbage collection inside ``acquire``.
-        self._lock = threading.RLock()
-        self._open: dict[str, list[Any]] = {}  # realpath -> [client, users]
-        self._call_locks: dict[str, threading.RLock] = {}
-        self._inherited: list[QdrantClient] = []  # a fork's copies of the parent's clients: kept, never closed
-        self._watching_forks = False
-
-    @staticmethod
-    def key(path: str) -> str:
-        return os.path.realpath(path)
-
-    def call_lock(self, key: str) -> threading.RLock:
-        """The lock serializing every call on the folder ``key`` in this process (one per folder, never replaced)."""
-        with self._lock:
-            return self._call_locks.setdefault(key, threading.RLock())
-
-    def acquire(self, key: str) -> QdrantClient:
-        with self._lock:
-            self._watch_forks()
-            entry = self._open.get(key)
-            if entry is None:
-                # Calls come from worker threads too (the async methods); the call lock serializes them.
-                entry = self._open[key] = [QdrantClient(path=key, force_disable_check_same_thread=True), 0]
-            entry[1] += 1
-            return entry[0]
-
-    def release(self, key: str, client: QdrantClient) -> None:
-        with self._lock:
-            entry = self._open.get(key)
-            if entry is None or entry[0] is not client:  # closed already, or a fork's copy of the parent's
-                return
-            entry[1] -= 1
-            if entry[1] <= 0:  # no store uses the client any more, so no call is in flight
-                del self._open[key]
-                entry[0].close()
-
-    def _watch_forks(self) -> None:
-        # Registered on first use, not at import: importing the store has no process-wide effect.
-        if not self._watching_forks and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork_in_child)
-            self._watching_forks = True
-
-    def _after_fork_in_child(self) -> None:
-        self._lock = threading.RLock()  # a parent thread may have held it during the fork
-        for client, _users in self._open.values():
-            client.close = _do_nothing  # shadows the method for this copy, and for its __del__
-            self._inherited.append(client)
-        self._open = {}
-        self._call_locks = {}
-
-
-_LOCAL_CLIENTS = _LocalClients()
 
 
 class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
@@ -235,35 +133,25 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         timeout: int | None = None,
         write_batch_size: int = 64,
     ) -> None:
-        if sum(x is not None for x in (location, url, path)) > 1:
-            msg = "Pass at most one of location, url and path."
-            raise ValueError(msg)
-        if api_key is not None and not isinstance(api_key, Secret):
-            msg = "api_key must be a haystack.utils.Secret, e.g. Secret.from_env_var('QDRANT_API_KEY')."
-            raise ValueError(msg)
-        if not isinstance(index, str) or not index:
-            msg = f"index must be a non-empty collection name, got {index!r}."
-            raise ValueError(msg)
-        for name, value in (
-            ("embedding_dim", embedding_dim),
-            ("shard_number", shard_number),
-            ("replication_factor", replication_factor),
-            ("hnsw_ef", hnsw_ef),
-            ("prefetch_limit", prefetch_limit),
-            ("timeout", timeout),
-        ):
-            check_optional_positive_int(name, value)
-        check_positive_int("write_batch_size", write_batch_size)
-        check_encoder_config(encoder_config)
-        for name, flag in (("global_view", global_view), ("on_disk", on_disk), ("exact", exact)):
-            if not isinstance(flag, bool):
-                msg = f"{name} must be True or False, got {flag!r}."
-                raise ValueError(msg)
-        if prefetch_limit is not None and not global_view:
-            msg = "prefetch_limit needs global_view=True (the prefetch searches view 0 stored as a dense vector)."
-            raise ValueError(msg)
-        self._hnsw = _parse("hnsw_config", hnsw_config, models.HnswConfigDiff)
-        self._quantization = _parse("quantization_config", quantization_config, models.QuantizationConfig)
+        connection.check_connection_options(location, url, path, api_key)
+        store_options.check_options(
+            index=index,
+            embedding_dim=embedding_dim,
+            encoder_config=encoder_config,
+            global_view=global_view,
+            on_disk=on_disk,
+            shard_number=shard_number,
+            replication_factor=replication_factor,
+            exact=exact,
+            hnsw_ef=hnsw_ef,
+            prefetch_limit=prefetch_limit,
+            timeout=timeout,
+            write_batch_size=write_batch_size,
+        )
+        self._hnsw = store_options.parse_config("hnsw_config", hnsw_config, models.HnswConfigDiff)
+        self._quantization = store_options.parse_config(
+            "quantization_config", quantization_config, models.QuantizationConfig
+        )
         self.location = location
         self.url = url
         self.path = path
@@ -285,18 +173,11 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         self.prefetch_limit = prefetch_limit
         self.timeout = timeout
         self.write_batch_size = write_batch_size
-        # Connection state: nothing is opened before the first call. A folder's call lock exists from here on,
-        # shared with every store on the folder in this process, and is never replaced.
-        self._local_key: str | None = _LOCAL_CLIENTS.key(path) if path is not None else None
-        self._lock: threading.RLock = (
-            _LOCAL_CLIENTS.call_lock(self._local_key) if self._local_key is not None else threading.RLock()
-        )
-        self._client: QdrantClient | None = None
-        self._async_client: AsyncQdrantClient | None = None
-        self._pid: int | None = None  # the process that opened the clients
-        self._finalizer: weakref.finalize | None = None
+        # Nothing is opened before the first call; a folder's call lock is shared with every store on the folder.
+        self._connection = connection.Connection(path)
+        self._lock: threading.RLock = self._connection.lock
         # What the store last read of its collection (never trusted where it could be stale, see ``_describe``).
-        self._collection: _Collection | None = None
+        self._collection: CollectionState | None = None
         self._warm_pid: int | None = None  # the process whose warm_up opened the store (Pipeline.run warms up)
         self._described_at = float("-inf")
         self._last_seq = 0
@@ -352,80 +233,36 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def client(self) -> QdrantClient:
         """The ``QdrantClient``, opened on first use."""
         self._check_process()
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self._open()
-                    self._pid = os.getpid()
-        return self._client
+        return self._connection.open(self, local=self.is_local, options=self._server_options)
 
-    def _open(self) -> QdrantClient:
-        if self._local_key is not None:
-            key = self._local_key
-            client = _LOCAL_CLIENTS.acquire(key)
-            self._finalizer = weakref.finalize(self, _LOCAL_CLIENTS.release, key, client)
-            return client
-        if self.is_local:
-            return QdrantClient(location=":memory:")
-        return QdrantClient(**self._server_options())
+    @property
+    def _client(self) -> QdrantClient | None:
+        """The ``QdrantClient`` if it is open (``None`` before the first call and after :meth:`close`)."""
+        return self._connection.client
+
+    def _get_async_client(self) -> AsyncQdrantClient:
+        self._check_process()
+        return self._connection.open_async(self._server_options)
 
     def _check_process(self) -> None:
-        """
-        Refuse a ``path`` store in a ``fork()`` child of the process that opened it; reconnect a server store.
-
-        The child holds a copy of the folder's engine: its writes would never reach the parent (which would go on
-        serving what it holds) and could be overwritten by it. A ``:memory:`` store is a private copy in the child,
-        as any Python object. A server store drops the parent's connections (closing them could disturb the
-        parent's) and opens its own on the next call.
-        """
-        pid = self._pid
-        if pid is None or pid == os.getpid():
-            return
-        if self.path is not None:
-            msg = (
-                f"This store opened the local Qdrant folder {self.path!r} in process {pid}; this process "
-                f"({os.getpid()}) is a fork of it, and a folder is held by one process (a fork's writes never reach "
-                "the parent, which would serve stale reads). Create the store after forking, in the process that "
-                "uses it, or use a Qdrant server for several processes."
-            )
-            raise DocumentStoreError(msg)
-        if not self.is_local:
-            if self._client is not None:
-                self._client.close = _do_nothing  # the parent's connections: neither used nor closed here
-            self._client = None
-            self._async_client = None
+        """Refuse a ``path`` store in a ``fork()`` child; reconnect a server store (``Connection.check_process``)."""
+        if self._connection.check_process(local=self.is_local):
             self._collection = None
-        self._pid = os.getpid()
 
     def _server_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"timeout": self.timeout}
-        if self.url is not None:
-            options["url"] = self.url
-        elif self.path is not None:
-            options["path"] = self.path
-        else:
-            options["location"] = self.location
-        if self.api_key is not None:
-            options["api_key"] = self.api_key.resolve_value()
-        return options
+        return connection.server_options(
+            url=self.url, path=self.path, location=self.location, timeout=self.timeout, api_key=self.api_key
+        )
 
     def close(self) -> None:
         """Close the connection (a local folder is released when no other store in this process uses it)."""
         with self._lock:
-            if self._finalizer is not None:
-                self._finalizer()
-                self._finalizer = None
-            elif self._client is not None and self._pid == os.getpid():
-                self._client.close()
-            self._client = None
-            self._async_client = None
-            self._pid = None
+            self._connection.close()
             self._collection = None
 
     async def close_async(self) -> None:
         """:meth:`close`, awaiting the ``AsyncQdrantClient``'s own close (server mode)."""
-        if self._async_client is not None and self._pid == os.getpid():
-            await self._async_client.close()
+        await self._connection.close_async_client()
         self.close()
 
     # -------------------------------------------------------------------------------------- collection
@@ -440,43 +277,37 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         """
         return 0.0 if self.is_local else SERVER_DESCRIPTION_TTL_S
 
-    def _describe(self, max_age: float = 0.0) -> _Collection | None:
+    def _describe(self, max_age: float = 0.0) -> CollectionState | None:
         """The collection as it is (checked against this store's options); ``None`` while it does not exist."""
         if self._collection is not None and time.monotonic() - self._described_at < max_age:
             return self._collection
         client = self.client
         self._collection = None
-        try:
-            info = client.get_collection(self.index)
-        except Exception:
-            if not client.collection_exists(self.index):
-                self.encoder_config = self._configured_encoder
-                return None
-            raise
-        return self._adopt(info)
+        return self._adopt(collection_state.describe(client, self._schema()))
 
-    async def _describe_async(self, max_age: float = 0.0) -> _Collection | None:
+    async def _describe_async(self, max_age: float = 0.0) -> CollectionState | None:
         """:meth:`_describe` through the ``AsyncQdrantClient``."""
         if self._collection is not None and time.monotonic() - self._described_at < max_age:
             return self._collection
         client = self._get_async_client()
         self._collection = None
-        try:
-            info = await client.get_collection(self.index)
-        except Exception:
-            if not await client.collection_exists(self.index):
-                self.encoder_config = self._configured_encoder
-                return None
-            raise
-        return self._adopt(info)
+        return self._adopt(await collection_state.describe_async(client, self._schema()))
 
-    def _adopt(self, info: models.CollectionInfo) -> _Collection:
-        self._collection = _Collection.read(info, self)
+    def _schema(self) -> collection_state.SchemaOptions:
+        return collection_state.SchemaOptions(
+            self.index, self.embedding_dim, self.global_view, self._configured_encoder
+        )
+
+    def _adopt(self, collection: CollectionState | None) -> CollectionState | None:
+        if collection is None:  # no collection (yet): the configured encoder, if any
+            self.encoder_config = self._configured_encoder
+            return None
+        self._collection = collection
         self._described_at = time.monotonic()
-        self.encoder_config = self._collection.encoder_config or self._configured_encoder
-        return self._collection
+        self.encoder_config = collection.encoder_config or self._configured_encoder
+        return collection
 
-    def _read(self, call: Callable[[_Collection | None], _T]) -> _T:
+    def _read(self, call: Callable[[CollectionState | None], _T]) -> _T:
         """
         ``call(description)`` under the lock, with a description of the collection recent enough for a read.
 
@@ -494,40 +325,37 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
                 if self._described_at >= started and collection is self._collection:
                     raise  # read just now: nothing stale to blame
                 again = self._describe(0.0)
-                if _same_schema(again, collection):
+                if collection_state.same_schema(again, collection):
                     raise
                 return call(again)
 
-    def _get_async_client(self) -> AsyncQdrantClient:
-        self._check_process()
-        if self._async_client is None:
-            self._async_client = AsyncQdrantClient(**self._server_options())
-            self._pid = os.getpid()
-        return self._async_client
+    def _on_collection(self, empty: _T, call: Callable[[CollectionState], _T]) -> _T:
+        """:meth:`_read` of ``call(collection)``, or ``empty`` while the collection does not exist."""
+        return self._read(lambda collection: empty if collection is None else call(collection))
 
-    def _create(self, dim: int | None, encoder: dict[str, Any] | None) -> _Collection:
+    async def _read_async(self, call: Callable[[CollectionState | None], Awaitable[_T]]) -> _T:
+        """:meth:`_read` through the ``AsyncQdrantClient`` (server mode)."""
+        self._check_process()
+        started = time.monotonic()
+        collection = await self._describe_async(self._read_max_age)
+        try:
+            return await call(collection)
+        except Exception:
+            if self._described_at >= started and collection is self._collection:
+                raise
+            again = await self._describe_async(0.0)
+            if collection_state.same_schema(again, collection):
+                raise
+            return await call(again)
+
+    def _create(self, dim: int | None, encoder: dict[str, Any] | None) -> CollectionState:
         """
         Create the collection with its schema, or take the one another writer created meanwhile.
 
         The schema and the encoder record are fixed here, atomically: of several writers creating the collection
         at once, one succeeds and the others read (and check) its collection.
         """
-        vectors: dict[str, models.VectorParams] = {}
-        if dim is not None:
-            vectors[VIEWS_VECTOR] = models.VectorParams(
-                size=dim,
-                distance=models.Distance.DOT,
-                on_disk=self.on_disk or None,
-                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-            )
-            if self.global_view:
-                vectors[GLOBAL_VECTOR] = models.VectorParams(
-                    size=dim, distance=models.Distance.DOT, on_disk=self.on_disk or None
-                )
-        options: dict[str, Any] = {
-            "vectors_config": vectors,
-            "metadata": {METADATA_KEY: {"format": 1, "encoder_config": encoder}},
-        }
+        options = collection_state.creation_options(dim, encoder, global_view=self.global_view, on_disk=self.on_disk)
         if not self.is_local:
             options.update(
                 shard_number=self.shard_number,
@@ -535,45 +363,25 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
                 hnsw_config=self._hnsw,
                 quantization_config=self._quantization,
             )
-        try:
-            self.client.create_collection(self.index, **options)
-        except Exception:  # another writer created it meanwhile: use (and check) that one
-            if self._describe(0.0) is None:
-                raise
-        else:
-            if dim is None:
-                logger.warning(
-                    "Qdrant collection %r was created without vectors (its first documents carry none and no "
-                    "embedding_dim was given): it takes documents without vectors only. Pass embedding_dim to "
-                    "create a collection that also takes vectors.",
-                    self.index,
-                )
-        described = self._describe(0.0)
-        if described is None:
-            msg = f"Qdrant collection {self.index!r} was deleted by another client right after it was created."
-            raise DocumentStoreError(msg)
-        return described
+        created = collection_state.create_or_take(self.client, self.index, options, lambda: self._describe(0.0))
+        if created and dim is None:
+            logger.warning(
+                "Qdrant collection %r was created without vectors (its first documents carry none and no "
+                "embedding_dim was given): it takes documents without vectors only. Pass embedding_dim to "
+                "create a collection that also takes vectors.",
+                self.index,
+            )
+        return collection_state.created(self.index, self._describe(0.0))
 
-    def _record_encoder(self, encoder: dict[str, Any]) -> _Collection:
+    def _record_encoder(self, encoder: dict[str, Any]) -> CollectionState:
         """
         Record ``encoder`` in a collection that has no record yet, then read it back.
 
         Qdrant has no compare-and-set on collection metadata: of two writers recording different encoders at the
         same moment, the one that reads back the other's record raises here, before writing any point.
         """
-        self.client.update_collection(self.index, metadata={METADATA_KEY: {"format": 1, "encoder_config": encoder}})
-        collection = self._describe(0.0)
-        if collection is None:
-            msg = f"Qdrant collection {self.index!r} was deleted by another client during this write."
-            raise DocumentStoreError(msg)
-        recorded = collection.encoder_config
-        if recorded is None or not same_encoder(recorded, encoder):
-            msg = (
-                f"Qdrant collection {self.index!r}: another writer recorded encoder {recorded} while this store "
-                f"recorded {encoder}; nothing of this batch was written. Use another index for another encoder."
-            )
-            raise CollectionMismatchError(msg)
-        return collection
+        self.client.update_collection(self.index, metadata=collection_state.encoder_record(encoder))
+        return collection_state.check_recorded_encoder(self.index, self._describe(0.0), encoder)
 
     def warm_up(self) -> None:
         """
@@ -591,21 +399,18 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
     # ------------------------------------------------------------------------------------------ protocol
     def count_documents(self) -> int:
-        return self._read(lambda c: 0 if c is None else self.client.count(self.index, exact=True).count)
+        return self._on_collection(0, lambda _: self.client.count(self.index, exact=True).count)
 
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Documents matching Haystack ``filters`` (all when ``None``), in write order; views are not in ``meta``."""
         qfilter = convert_filters(filters)
 
-        def scroll(collection: _Collection | None) -> list[models.Record]:
-            if collection is None:
-                return []
+        def scroll(collection: CollectionState) -> list[models.Record]:
             vector = collection.first_view_vector
-            return list(self._scroll(self._resolve(qfilter), with_vectors=[vector] if vector else False))
+            with_vectors = [vector] if vector else False
+            return list(point_reads.scroll_points(self.client, self.index, self._resolve(qfilter), with_vectors))
 
-        records = self._read(scroll)
-        records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
-        return [converters.to_document(r.payload, converters.first_view(r.vector)) for r in records]
+        return point_reads.stored_documents(self._on_collection([], scroll))
 
     def export_documents(
         self, batch_size: int = 256, filters: dict[str, Any] | None = None
@@ -622,25 +427,16 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         offset: Any = None
         while True:
 
-            def page(collection: _Collection | None, start: Any = offset) -> tuple[list[models.Record], Any, Any]:
-                if collection is None:
-                    return [], None, None
-                records, after = self.client.scroll(
-                    self.index,
-                    scroll_filter=self._resolve(plan),
-                    limit=batch_size,
-                    offset=start,
-                    with_payload=True,
-                    with_vectors=[VIEWS_VECTOR] if collection.dim is not None else False,
+            def page(collection: CollectionState, start: Any = offset) -> tuple[list[models.Record], Any, Any]:
+                qfilter = self._resolve(plan)
+                with_views = collection.dim is not None
+                records, after = point_reads.export_page(
+                    self.client, self.index, qfilter, batch_size, start, with_views=with_views
                 )
                 return records, after, collection.encoder_config or self._configured_encoder
 
-            records, offset, encoder = self._read(page)
-            records.sort(key=lambda r: r.payload.get(SEQ_KEY, 0))
-            batch = [
-                exported_document(converters.to_document(r.payload), converters.views_of(r.vector), encoder)
-                for r in records
-            ]
+            records, offset, encoder = self._on_collection(([], None, None), page)
+            batch = point_reads.exported_documents(records, encoder)
             if batch:
                 yield batch
             if offset is None:
@@ -669,23 +465,28 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         with self._lock:
             collection = self._describe(0.0)  # as it is now, whoever changed it since this store last looked
             if collection is None:
-                chosen = self._apply_policy(prepared, policy, None)
+                chosen = point_writes.apply_policy(prepared, policy, None, self.index)
                 if not chosen:
                     return 0
-                self._check_new_collection(prepared, dim, encoder)
+                collection_state.check_new_collection(prepared, dim, encoder, self._schema())
                 collection = self._create(
                     self.embedding_dim if self.embedding_dim is not None else dim, self._configured_encoder or encoder
                 )
-            self._check_collection(prepared, dim, encoder, collection)
-            chosen = self._apply_policy(prepared, policy, collection)
+            collection_state.check_collection(prepared, dim, encoder, collection, self._schema())
+            chosen = point_writes.apply_policy(prepared, policy, self.client, self.index)
             if not chosen:
                 return 0
             unrecorded = self._configured_encoder or encoder
             if collection.encoder_config is None and unrecorded is not None:
                 collection = self._record_encoder(unrecorded)
-            for batch in _request_batches(chosen, self.write_batch_size):
-                points = [converters.to_point(p, self._next_seq(), collection.has_global) for p in batch]
-                self.client.upsert(self.index, points=points, wait=True)
+            point_writes.upsert_documents(
+                self.client,
+                self.index,
+                chosen,
+                max_points=self.write_batch_size,
+                has_global=collection.has_global,
+                next_seq=self._next_seq,
+            )
             return len(chosen)
 
     def delete_documents(self, document_ids: list[str]) -> None:
@@ -694,12 +495,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         if not ids:
             return
         selector = models.PointIdsList(points=[converters.point_id(i) for i in ids])
-
-        def delete(collection: _Collection | None) -> None:
-            if collection is not None:
-                self.client.delete(self.index, points_selector=selector, wait=True)
-
-        self._read(delete)
+        self._on_collection(None, lambda _: self.client.delete(self.index, points_selector=selector, wait=True))
 
     def delete_all_documents(self, recreate_index: bool = False) -> None:
         """
@@ -711,21 +507,12 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             next call. Otherwise the points are deleted and the collection stays.
         """
         if not recreate_index:
-
-            def delete(collection: _Collection | None) -> None:
-                if collection is not None:
-                    everything = models.FilterSelector(filter=models.Filter())
-                    self.client.delete(self.index, points_selector=everything, wait=True)
-
-            self._read(delete)
+            everything = models.FilterSelector(filter=models.Filter())
+            self._on_collection(None, lambda _: self.client.delete(self.index, points_selector=everything, wait=True))
             return
         self._check_process()
         with self._lock:
-            try:
-                self.client.delete_collection(self.index)
-            except Exception:  # a server answers 404 for a collection that is gone (another process dropped it)
-                if self.client.collection_exists(self.index):
-                    raise
+            collection_state.drop_collection(self.client, self.index)
             self._collection = None
             self.encoder_config = self._configured_encoder
             if self.embedding_dim is not None:
@@ -734,55 +521,26 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents matching ``filters``; returns how many."""
         plan = convert_filters(filters)
-
-        def delete(collection: _Collection | None) -> int:
-            if collection is None:
-                return 0
-            qfilter = self._resolve(plan) or models.Filter()
-            count = self.client.count(self.index, count_filter=qfilter, exact=True).count
-            if count:
-                self.client.delete(self.index, points_selector=models.FilterSelector(filter=qfilter), wait=True)
-            return count
-
-        return self._read(delete)
+        return self._on_collection(
+            0, lambda _: point_writes.delete_matching(self.client, self.index, self._resolve(plan) or models.Filter())
+        )
 
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
         """Merge ``meta`` into the meta of every matching document (views unchanged); returns how many."""
-        if not isinstance(meta, dict):
-            msg = f"meta must be a dict, got {type(meta).__name__}."
-            raise ValueError(msg)
-        if {VIEWS_KEY, SPANS_KEY, ENCODER_KEY} & set(meta):
-            msg = (
-                f"update_by_filter cannot change '{VIEWS_KEY}', '{SPANS_KEY}' or '{ENCODER_KEY}'; "
-                "write the documents again instead."
-            )
-            raise ValueError(msg)
+        point_writes.check_meta_update(meta)
         plan = convert_filters(filters)
         markers = dict.fromkeys(empty_list_markers(meta), True)
-
-        def update(collection: _Collection | None) -> int:
-            if collection is None:
-                return 0
-            qfilter: Any = self._resolve(plan) or models.Filter()
-            if markers:  # a key set to []: mark it on exactly the points updated (ids: the meta update moves them)
-                qfilter = models.PointIdsList(points=[r.id for r in self._scroll(qfilter, with_vectors=False)])
-                count = len(qfilter.points)
-            else:
-                count = self.client.count(self.index, count_filter=qfilter, exact=True).count
-            if count and meta:
-                if markers:  # first: a marker without its [] (a crash between the two) is harmless, re-checked
-                    self.client.set_payload(self.index, payload=markers, key=EMPTY_LIST_KEY, points=qfilter, wait=True)
-                self.client.set_payload(self.index, payload=meta, key="meta", points=qfilter, wait=True)
-            return count
-
-        return self._read(update)
+        return self._on_collection(
+            0,
+            lambda _: point_writes.update_meta(
+                self.client, self.index, self._resolve(plan) or models.Filter(), meta, markers
+            ),
+        )
 
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
         plan = convert_filters(filters)
-        return self._read(
-            lambda c: (
-                0 if c is None else self.client.count(self.index, count_filter=self._resolve(plan), exact=True).count
-            )
+        return self._on_collection(
+            0, lambda _: self.client.count(self.index, count_filter=self._resolve(plan), exact=True).count
         )
 
     def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
@@ -819,15 +577,16 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
 
         The query goes to Qdrant as a one-row multivector ``[q]`` against the ``MAX_SIM`` multivector (exact in
         local mode and with ``exact=True``; HNSW on a server otherwise). Exactly ``min(top_k, matching documents
-        with vectors)`` documents come back.
+        with vectors)`` documents come back. A multi-vector query ``(m, d)`` (a late-interaction model's) goes as its
+        ``m`` rows: Qdrant ranks by MaxSim, the sum over the query's vectors of each one's best view.
 
-        :param query_embedding: The query vector ``(d,)``.
+        :param query_embedding: The query vector ``(d,)``, or a multi-vector query ``(m, d)``.
         :param top_k: How many documents.
         :param filters: Haystack metadata filters, applied inside Qdrant.
         :param return_embedding: Also return each document's views (``meta["mvr_views"]``) and ``embedding``.
         :returns: Documents best first, with ``score`` (max over views) and the matched-view keys.
         """
-        return self._search([query_embedding], top_k, filters, return_embedding, single=True)[0]
+        return self._search(query_embedding, top_k, filters, return_embedding, single=True)[0]
 
     def search_batch(
         self,
@@ -842,22 +601,17 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def _search(
         self, query_embeddings: Any, top_k: int, filters: dict[str, Any] | None, return_embedding: bool, single: bool
     ) -> list[list[Document]]:
-        queries, qfilter = self._search_inputs(query_embeddings, top_k, filters, single=single)
+        queries, qfilter = view_search.search_inputs(query_embeddings, top_k, filters, single=single)
 
-        def query(collection: _Collection | None) -> list[Any] | None:
-            if collection is None or collection.dim is None or not len(queries):
+        def query(collection: CollectionState | None) -> list[Any] | None:
+            if not view_search.searchable(collection, queries):
                 return None
-            check_query_dimension(queries, collection.dim)
-            resolved = self._resolve(qfilter)
-            requests = [self._request(q, top_k, resolved) for q in queries]
+            requests = self._requests(queries, top_k, self._resolve(qfilter))
             if single:
-                return [self.client.query_points(self.index, **_as_kwargs(requests[0]))]
+                return [self.client.query_points(self.index, **view_search.as_kwargs(requests[0]))]
             return self.client.query_batch_points(self.index, requests=requests)
 
-        responses = self._read(query)
-        if responses is None:
-            return [[] for _ in queries]
-        return [_results(r.points, q, return_embedding) for r, q in zip(responses, queries, strict=True)]
+        return view_search.ranked_results(self._read(query), queries, return_embedding)
 
     async def search_async(
         self,
@@ -867,7 +621,7 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         return_embedding: bool = False,
     ) -> list[Document]:
         """Asynchronous :meth:`search` (``AsyncQdrantClient`` on a server)."""
-        return (await self._search_batch_async([query_embedding], top_k, filters, return_embedding, single=True))[0]
+        return (await self._search_batch_async(query_embedding, top_k, filters, return_embedding, single=True))[0]
 
     async def search_batch_async(
         self,
@@ -886,140 +640,44 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
             # One in-process engine holds the data: its calls run in a worker thread, serialized by the lock
             # (a second, asynchronous local client would be another, empty engine).
             return await asyncio.to_thread(self._search, query_embeddings, top_k, filters, return_embedding, single)
-        queries, qfilter = self._search_inputs(query_embeddings, top_k, filters, single=single)
+        queries, qfilter = view_search.search_inputs(query_embeddings, top_k, filters, single=single)
 
-        async def query(collection: _Collection | None) -> list[Any] | None:
-            if collection is None or collection.dim is None or not len(queries):
+        async def query(collection: CollectionState | None) -> list[Any] | None:
+            if not view_search.searchable(collection, queries):
                 return None
-            check_query_dimension(queries, collection.dim)
             resolved = await asyncio.to_thread(self._locked_resolve, qfilter)
-            requests = [self._request(q, top_k, resolved) for q in queries]
+            requests = self._requests(queries, top_k, resolved)
             return await self._get_async_client().query_batch_points(self.index, requests=requests)
 
-        responses = await self._read_async(query)
-        if responses is None:
-            return [[] for _ in queries]
-        return [_results(r.points, q, return_embedding) for r, q in zip(responses, queries, strict=True)]
+        return view_search.ranked_results(await self._read_async(query), queries, return_embedding)
 
-    async def _read_async(self, call: Callable[[_Collection | None], Awaitable[_T]]) -> _T:
-        """:meth:`_read` through the ``AsyncQdrantClient`` (server mode)."""
-        self._check_process()
-        started = time.monotonic()
-        collection = await self._describe_async(self._read_max_age)
-        try:
-            return await call(collection)
-        except Exception:
-            if self._described_at >= started and collection is self._collection:
-                raise
-            again = await self._describe_async(0.0)
-            if _same_schema(again, collection):
-                raise
-            return await call(again)
-
-    def _request(self, query: np.ndarray, top_k: int, qfilter: models.Filter | None) -> models.QueryRequest:
-        params = None
-        if not self.is_local and (self.exact or self.hnsw_ef is not None):
-            params = models.SearchParams(exact=self.exact, hnsw_ef=self.hnsw_ef)
-        prefetch = None
-        if self.prefetch_limit is not None:
-            prefetch = models.Prefetch(
-                query=query.tolist(),
-                using=GLOBAL_VECTOR,
-                limit=max(self.prefetch_limit, top_k),
-                filter=qfilter,
-                params=params,
-            )
-        return models.QueryRequest(
-            # Always a one-row multivector: local mode rejects a 1-D query against a multivector (qdrant-client #1444).
-            query=[query.tolist()],
-            using=VIEWS_VECTOR,
-            prefetch=prefetch,
-            filter=qfilter,
-            params=params,
-            limit=top_k,
-            with_payload=True,
-            with_vector=[VIEWS_VECTOR],
+    def _requests(self, queries: Any, top_k: int, qfilter: models.Filter | None) -> list[models.QueryRequest]:
+        return view_search.query_requests(
+            queries,
+            top_k,
+            qfilter,
+            local=self.is_local,
+            exact=self.exact,
+            hnsw_ef=self.hnsw_ef,
+            prefetch_limit=self.prefetch_limit,
         )
-
-    @staticmethod
-    def _search_inputs(
-        query_embeddings: Any, top_k: int, filters: dict[str, Any] | None, *, single: bool
-    ) -> tuple[np.ndarray, QdrantFilter | None]:
-        check_top_k(top_k)
-        name = "query_embedding" if single else "query_embeddings"
-        try:
-            queries = np.asarray(query_embeddings, dtype=np.float32)
-        except (TypeError, ValueError) as e:
-            msg = f"{name} must be {'a list of floats' if single else 'a (n, d) list of lists of floats'}."
-            raise ValueError(msg) from e
-        if single and (queries.ndim != 2 or queries.shape[1] == 0):
-            msg = f"query_embedding must be a non-empty 1-D vector, got shape {queries.shape[1:]}."
-            raise ValueError(msg)
-        if not single and queries.size == 0 and queries.ndim <= 2:
-            return np.zeros((0, 0), dtype=np.float32), convert_filters(filters)
-        if queries.ndim != 2 or queries.shape[1] == 0:
-            msg = f"query_embeddings must be a non-empty (n, d) matrix, got shape {queries.shape}."
-            raise ValueError(msg)
-        if not np.isfinite(queries).all():
-            msg = f"{name} contains NaN or infinite values."
-            raise ValueError(msg)
-        return queries, convert_filters(filters)
 
     # ---------------------------------------------------------------------------------------- async API
     async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
         await asyncio.to_thread(self.delete_all_documents, recreate_index)
 
     # ---------------------------------------------------------------------------------------- internals
-    def _scroll(self, qfilter: models.Filter | None, with_vectors: Any) -> Iterator[models.Record]:
-        offset = None
-        while True:
-            records, offset = self.client.scroll(
-                self.index,
-                scroll_filter=qfilter,
-                limit=_SCROLL_PAGE,
-                offset=offset,
-                with_payload=True,
-                with_vectors=with_vectors,
-            )
-            yield from records
-            if offset is None:
-                return
-
     def _payload_documents(self, filters: dict[str, Any] | None) -> list[Document]:
-        qfilter = convert_filters(filters)
-
-        def scroll(collection: _Collection | None) -> list[Document]:
-            if collection is None:
-                return []
-            return [converters.to_document(r.payload) for r in self._scroll(self._resolve(qfilter), with_vectors=False)]
-
-        return self._read(scroll)
+        plan = convert_filters(filters)
+        return self._on_collection(
+            [], lambda _: point_reads.payload_documents(self.client, self.index, self._resolve(plan))
+        )
 
     def _resolve(self, plan: QdrantFilter | None) -> models.Filter | None:
-        """
-        The Qdrant filter selecting exactly what the Haystack filter selects, now (call it under the lock).
-
-        The documents ``plan.verify`` selects (usually none) are read and the Haystack filter is evaluated on each
-        in Python: where it raises, this raises ``FilterError``; those it selects are added by id.
-        """
-        if plan is None:
-            return None
-        if plan.verify is None:
-            return plan.lower
-        match = compile_filter(plan.filters)
-        selected = []
-        for record in self._scroll(models.Filter(must=[plan.verify]), with_vectors=False):
-            document = converters.to_document(record.payload)
-            try:
-                matched = match(document)
-            except (FilterError, TypeError, ValueError) as e:
-                msg = f"Filter {plan.filters} cannot be evaluated on document {document.id!r}: {e}"
-                raise FilterError(msg) from e
-            if matched:
-                selected.append(record.id)
-        if not selected:
-            return plan.lower
-        return models.Filter(should=[plan.lower, models.HasIdCondition(has_id=selected)])
+        """The Qdrant filter selecting exactly what the Haystack filter selects, now (call it under the lock)."""
+        return point_reads.resolve_filter(
+            plan, lambda qfilter: point_reads.scroll_points(self.client, self.index, qfilter, with_vectors=False)
+        )
 
     def _locked_resolve(self, plan: QdrantFilter | None) -> models.Filter | None:
         with self._lock:
@@ -1028,211 +686,6 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
     def _next_seq(self) -> int:
         self._last_seq = max(self._last_seq + 1, time.time_ns())
         return self._last_seq
-
-    def _check_new_collection(
-        self, prepared: list[PreparedDocument], dim: int | None, encoder: dict[str, Any] | None
-    ) -> None:
-        """The batch against the options of the collection it is about to create."""
-        if dim is not None and self.embedding_dim is not None and dim != self.embedding_dim:
-            first = next(p for p in prepared if p.views is not None)
-            msg = (
-                f"Document {first.document.id!r} has {dim}-dimensional vectors but this store was given "
-                f"embedding_dim={self.embedding_dim}; nothing of this batch was written."
-            )
-            raise CollectionMismatchError(msg)
-        configured = self._configured_encoder
-        if encoder is not None and configured is not None and not same_encoder(encoder, configured):
-            first = next(p for p in prepared if p.encoder is not None)
-            msg = (
-                f"Document {first.document.id!r} was encoded by {encoder} but this store was given encoder_config="
-                f"{configured}; nothing of this batch was written. Use another index for another encoder."
-            )
-            raise CollectionMismatchError(msg)
-
-    def _check_collection(
-        self,
-        prepared: list[PreparedDocument],
-        dim: int | None,
-        encoder: dict[str, Any] | None,
-        collection: _Collection,
-    ) -> None:
-        """The batch against the collection as it is (``_Collection.read`` checked the store's own options)."""
-        where = f"Qdrant collection {self.index!r}"
-        if dim is not None and collection.dim is None:
-            first = next(p for p in prepared if p.views is not None)
-            msg = (
-                f"Document {first.document.id!r} carries vectors but {where} was created without vectors (its "
-                "first documents carried none and no embedding_dim was given), and Qdrant cannot add vectors to an "
-                "existing collection; nothing of this batch was written. Write these documents to another index "
-                "created with embedding_dim (and copy the documents without vectors over), or drop this one with "
-                "delete_all_documents(recreate_index=True) on a store given embedding_dim."
-            )
-            raise CollectionMismatchError(msg)
-        if dim is not None and dim != collection.dim:
-            first = next(p for p in prepared if p.views is not None)
-            msg = document_dimension_message(first.document.id, dim, where, collection.dim)
-            raise CollectionMismatchError(msg)
-        known = collection.encoder_config or self._configured_encoder
-        if encoder is not None and known is not None and not same_encoder(encoder, known):
-            first = next(p for p in prepared if p.encoder is not None)
-            msg = (
-                f"Document {first.document.id!r} was encoded by {encoder} but {where} holds views from {known}; "
-                "nothing of this batch was written. Use another index for another encoder."
-            )
-            raise CollectionMismatchError(msg)
-
-    def _apply_policy(
-        self, prepared: list[PreparedDocument], policy: DuplicatePolicy, collection: _Collection | None
-    ) -> list[PreparedDocument]:
-        ids = [p.document.id for p in prepared]
-        existing: set[str] = set()
-        if collection is not None and policy in (DuplicatePolicy.FAIL, DuplicatePolicy.SKIP) and ids:
-            by_point = {converters.point_id(i): i for i in ids}
-            found = self.client.retrieve(self.index, ids=list(by_point), with_payload=False, with_vectors=False)
-            existing = {by_point[str(r.id)] for r in found}
-        if policy == DuplicatePolicy.FAIL:
-            repeated = {i for i in ids if ids.count(i) > 1} if len(set(ids)) < len(ids) else set()
-            clash = sorted(existing | repeated)
-            if clash:
-                msg = f"ID '{clash[0]}' already exists."
-                raise DuplicateDocumentError(msg)
-            return prepared
-        if policy == DuplicatePolicy.SKIP:
-            chosen: dict[str, PreparedDocument] = {}
-            for p in prepared:
-                if p.document.id not in existing:
-                    chosen.setdefault(p.document.id, p)
-            return list(chosen.values())
-        if policy == DuplicatePolicy.OVERWRITE:
-            return list({p.document.id: p for p in prepared}.values())
-        msg = f"Unknown duplicate policy {policy!r}."
-        raise ValueError(msg)
-
-
-class _Collection:
-    """What the store needs to know about its collection, as read at one moment, checked against its options."""
-
-    def __init__(self, dim: int | None, has_global: bool, encoder_config: dict[str, Any] | None) -> None:
-        self.dim = dim
-        self.has_global = has_global
-        self.encoder_config = encoder_config
-
-    @property
-    def first_view_vector(self) -> str | None:
-        if self.dim is None:
-            return None
-        return GLOBAL_VECTOR if self.has_global else VIEWS_VECTOR
-
-    @classmethod
-    def read(cls, info: models.CollectionInfo, store: QdrantMultiViewDocumentStore) -> _Collection:
-        where = f"Qdrant collection {store.index!r}"
-        vectors = info.config.params.vectors
-        if vectors is None or isinstance(vectors, models.VectorParams):
-            vectors = {} if vectors is None else {"": vectors}
-        unknown = set(vectors) - {VIEWS_VECTOR, GLOBAL_VECTOR}
-        if unknown or (vectors and VIEWS_VECTOR not in vectors):
-            msg = (
-                f"{where} has vectors {sorted(vectors)}, not a haystack-mvr multi-view layout "
-                f"('{VIEWS_VECTOR}' with MAX_SIM); use another index."
-            )
-            raise DocumentStoreError(msg)
-        dim = None
-        if VIEWS_VECTOR in vectors:
-            params = vectors[VIEWS_VECTOR]
-            comparator = params.multivector_config.comparator if params.multivector_config else None
-            if params.distance != models.Distance.DOT or comparator != models.MultiVectorComparator.MAX_SIM:
-                msg = (
-                    f"{where}: '{VIEWS_VECTOR}' compares with distance {params.distance} and multivector "
-                    f"comparator {comparator}; haystack-mvr needs Dot and MAX_SIM. Use another index."
-                )
-                raise DocumentStoreError(msg)
-            dim = params.size
-            if store.embedding_dim is not None and store.embedding_dim != dim:
-                msg = f"{where} holds {dim}-dimensional views but embedding_dim={store.embedding_dim}."
-                raise CollectionMismatchError(msg)
-        has_global = GLOBAL_VECTOR in vectors
-        if dim is not None and store.global_view and not has_global:
-            msg = f"{where} was created without the global view; global_view=True needs a new index."
-            raise DocumentStoreError(msg)
-        record = (getattr(info.config, "metadata", None) or {}).get(METADATA_KEY)
-        recorded = record.get("encoder_config") if isinstance(record, dict) else None
-        configured = store._configured_encoder
-        if recorded is not None and configured is not None and not same_encoder(recorded, configured):
-            msg = (
-                f"{where} holds views from encoder {recorded}, but this store was given encoder_config="
-                f"{configured}. Use another index for another encoder."
-            )
-            raise CollectionMismatchError(msg)
-        return cls(dim, has_global, recorded)
-
-    def schema(self) -> tuple[Any, ...]:
-        encoder = None if self.encoder_config is None else canonical_encoder(self.encoder_config)
-        return (self.dim, self.has_global, encoder)
-
-
-def _same_schema(a: _Collection | None, b: _Collection | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a.schema() == b.schema()
-
-
-def _request_batches(prepared: list[PreparedDocument], max_points: int) -> Iterator[list[PreparedDocument]]:
-    """
-    ``prepared`` in upsert requests of at most ``max_points`` points and ``MAX_REQUEST_FLOATS`` numbers.
-
-    A document alone may hold up to ``MAX_MULTIVECTOR_FLOATS`` numbers, so a request of many documents with
-    hundreds of views each would pass a server's request size limit: it is cut by numbers as well as points.
-    """
-    batch: list[PreparedDocument] = []
-    floats = 0
-    for p in prepared:
-        size = 0 if p.views is None else int(p.views.size)
-        if batch and (len(batch) >= max_points or floats + size > MAX_REQUEST_FLOATS):
-            yield batch
-            batch, floats = [], 0
-        batch.append(p)
-        floats += size
-    if batch:
-        yield batch
-
-
-def _parse(name: str, value: dict[str, Any] | None, model: Any) -> Any:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        msg = f"{name} must be a dict of Qdrant settings or None, got {type(value).__name__}."
-        raise ValueError(msg)
-    try:
-        return TypeAdapter(model).validate_python(value)
-    except ValidationError as e:
-        msg = f"{name} is not a valid Qdrant {getattr(model, '__name__', 'config')}: {e}"
-        raise ValueError(msg) from e
-
-
-def _as_kwargs(request: models.QueryRequest) -> dict[str, Any]:
-    return {
-        "query": request.query,
-        "using": request.using,
-        "prefetch": request.prefetch,
-        "query_filter": request.filter,
-        "search_params": request.params,
-        "limit": request.limit,
-        "with_payload": request.with_payload,
-        "with_vectors": request.with_vector,
-    }
-
-
-def _results(points: list[models.ScoredPoint], query: np.ndarray, return_embedding: bool) -> list[Document]:
-    """Returned points as annotated documents, best first (stable: Qdrant's order breaks exact ties)."""
-    docs = []
-    for point in points:
-        views = converters.views_of(point.vector)
-        if views is None:  # cannot happen for a MAX_SIM hit; kept out rather than scored wrongly
-            continue
-        stored = converters.to_document(point.payload)
-        docs.append(annotate_match(stored, views, query, return_embedding=return_embedding))
-    docs.sort(key=lambda d: -d.score)
-    return docs
 
 
 __all__ = ["CollectionMismatchError", "QdrantMultiViewDocumentStore"]

@@ -21,8 +21,10 @@ Fields are read as Haystack reads them: ``"meta.a.b"`` is the key ``b`` inside t
 a plain key, never a Qdrant JSON path (``tags[]``, ``tags[0]``, ``a b``, ``$``, emoji are keys like any other; a
 dict inside a list is not reached, as in Haystack); a dotted field not under ``meta`` is always ``None``; a bare
 name that is not a ``Document`` field is a meta key (legacy filters). ``score`` is ``None`` for a stored document.
-What Qdrant's key syntax cannot express raises ``FilterError`` naming it: a key containing ``"``, and the fields
-``embedding``, ``sparse_embedding``, ``blob`` and ``meta`` itself.
+A key Qdrant's key syntax cannot name (:func:`_nameable`: one containing ``"`` or ``\\``) is no Qdrant condition: a
+comparison on it is evaluated in Python on every document (its ``verify`` selects them all), so it selects what
+Haystack selects, at the cost of reading every payload. The fields ``embedding``, ``sparse_embedding``, ``blob`` and
+``meta`` itself raise ``FilterError``.
 
 Empty lists are recorded at write time under :data:`EMPTY_LIST_KEY` (a marker per meta path holding ``[]``), since
 Qdrant cannot tell ``[]`` from a missing key; a document written by an older haystack-mvr has no marker, and its
@@ -90,7 +92,7 @@ def convert_filters(filters: dict[str, Any] | None) -> QdrantFilter | None:
     Translate Haystack ``filters``; ``None`` or ``{}`` give ``None`` (no filtering).
 
     :raises FilterError: for a malformed filter, a comparison Haystack itself always refuses (``in`` without a
-        list), or a field Qdrant cannot address (a key containing ``"``, ``embedding``, ``blob`` ...).
+        list), or a field the store does not filter on (``embedding``, ``blob`` ...).
     """
     if not filters:
         return None
@@ -224,9 +226,10 @@ def _condition(node: Any, verify: list[models.Condition]) -> _Bounds:
 class _Field:
     """Where Haystack reads a field, in Qdrant terms."""
 
-    key: str | None  # the quoted payload key; None: the field is always None (Haystack's reading)
+    key: str | None  # the quoted payload key; None: the field is always None (Haystack's reading), or unnameable
     meta_path: tuple[str, ...] | None = None  # the path under ``meta``, for the empty-list marker
     parents: tuple[str, ...] = field(default=())  # quoted keys of the dicts on the way (never read through lists)
+    nameable: bool = True  # False: Qdrant cannot name a key on the way; the comparison is evaluated in Python
 
     @property
     def marker(self) -> models.Condition | None:
@@ -237,21 +240,14 @@ class _Field:
         )
 
 
-def _quote(part: str, name: str) -> str:
+def _nameable(part: str) -> bool:
     """
-    ``part`` as a quoted Qdrant payload key. Qdrant reads a key as a JSON path where ``"..."`` quotes a key and
-    nothing escapes a ``"`` inside it (the server's parser and qdrant-client's local one alike, checked up to
-    qdrant-client 1.20: ``tests/document_stores/qdrant/test_quoted_keys.py``), so a key containing ``"`` cannot be
-    named and a filter on it is refused, though Haystack and the FAISS store filter on it.
+    Whether Qdrant can name the key ``part``, quoted. Its payload key syntax quotes a key with ``"..."`` and nothing
+    escapes a ``"`` inside it (the server's parser and qdrant-client's local one alike, checked up to qdrant-client
+    1.20: ``tests/document_stores/qdrant/test_quoted_keys.py``); a server's parser also refuses a ``\\`` inside a
+    quoted key (``lib/segment/src/json_path/parse.rs``), which the local one takes.
     """
-    if '"' in part:
-        msg = (
-            f"Filter field {name!r}: the key {part!r} contains a double quote, which Qdrant cannot filter on (its "
-            "payload key syntax quotes keys with '\"' and has no escape for one inside a key). To filter on it, "
-            "rename the meta key, or use FaissMultiViewDocumentStore, which filters on any key as Haystack does."
-        )
-        raise FilterError(msg)
-    return f'"{part}"'
+    return '"' not in part and "\\" not in part
 
 
 def _field(name: Any) -> _Field:
@@ -274,7 +270,9 @@ def _field(name: Any) -> _Field:
         return _Field(name)
     else:
         path = (name,)  # a legacy filter field: a meta key
-    quoted = [_quote(p, name) for p in path]
+    if not all(_nameable(p) for p in path):
+        return _Field(None, nameable=False)
+    quoted = [f'"{p}"' for p in path]
     parents = tuple("meta." + ".".join(quoted[:i]) for i in range(1, len(quoted)))
     return _Field("meta." + ".".join(quoted), path, parents)
 
@@ -289,13 +287,15 @@ def _comparison(node: dict[str, Any], verify: list[models.Condition]) -> _Bounds
         msg = f"Unknown comparison operator '{operator}'. Valid operators are: {sorted(COMPARISONS)}"
         raise FilterError(msg)
     where = _field(node["field"])
+    if operator in ("in", "not in") and not isinstance(value, list):
+        msg = f"Filter value must be a `list` when using operator 'in' or 'not in', received type '{type(value)}'"
+        raise FilterError(msg)
+    if not where.nameable:  # no Qdrant condition names it: every document is checked in Python
+        return _inexact(MATCH_NOTHING, MATCH_ALL, verify)
     if operator in ("==", "!="):
         equal = _equal(where, value, verify)
         return equal if operator == "==" else _negate(equal)
     if operator in ("in", "not in"):
-        if not isinstance(value, list):
-            msg = f"Filter value must be a `list` when using operator 'in' or 'not in', received type '{type(value)}'"
-            raise FilterError(msg)
         any_of = _or([_equal(where, v, verify) for v in value])
         return any_of if operator == "in" else _negate(any_of)
     return _ordering(where, operator, value, verify)

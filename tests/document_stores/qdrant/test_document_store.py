@@ -195,7 +195,8 @@ def test_bad_input_loses_nothing(store):
         ([1.0, 2.0, 3.0], 1, "dimension"),
         ([float("nan"), 1.0], 1, "NaN"),
         ([], 1, "non-empty"),
-        ([[1.0, 0.0]], 1, "1-D"),
+        ([[[1.0, 0.0]]], 1, "1-D vector or an .m, d. matrix"),
+        ([[1.0, 0.0, 0.0]] * 2, 1, "dimension"),
         ([1.0, 0.0], 0, "top_k"),
     ],
 )
@@ -204,6 +205,23 @@ def test_bad_queries(query, top_k, message):
     store.write_documents([doc(0, [[1, 0]])])
     with pytest.raises(ValueError, match=message):
         store.search(query, top_k=top_k)
+
+
+def test_a_multi_vector_query_goes_as_its_rows_and_ranks_by_maxsim():
+    store = QdrantMultiViewDocumentStore()
+    store.write_documents([doc(0, [[1, 0], [0, 1]]), doc(1, [[1, 0]]), doc(2, [[0.6, 0.6]])])
+    sent = []
+    original = store.client.query_points
+
+    def spy(*args, **kwargs):
+        sent.append(kwargs["query"])
+        return original(*args, **kwargs)
+
+    store.client.query_points = spy
+    hits = store.search([[1.0, 0.0], [0.0, 1.0]], top_k=3)
+    assert sent == [[[1.0, 0.0], [0.0, 1.0]]]  # Qdrant's MAX_SIM scores the whole query natively
+    assert [(h.id, round(h.score, 4)) for h in hits] == [("d0", 2.0), ("d2", 1.2), ("d1", 1.0)]
+    assert hits[0].meta["mvr_matched_spans"] == [] and hits[0].meta["mvr_matched_scope"] == "document"
 
 
 def test_too_many_views_for_one_multivector_is_a_clear_error():
@@ -416,9 +434,9 @@ def test_folder_client_released_by_a_finalizer_inside_acquire_does_not_deadlock(
     """Garbage collection can run a dropped store's finalizer while ``acquire`` holds the registry lock."""
     import threading
 
-    from haystack_mvr.document_stores.qdrant.document_store import _LocalClients
+    from haystack_mvr.document_stores.qdrant.connection import LocalClients
 
-    registry = _LocalClients()
+    registry = LocalClients()
     key = registry.key(str(tmp_path / "a"))
     client = registry.acquire(key)
 

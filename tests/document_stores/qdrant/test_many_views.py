@@ -16,7 +16,7 @@ pytest.importorskip("qdrant_client")
 
 from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
 from haystack_mvr.document_stores.qdrant import converters
-from haystack_mvr.document_stores.qdrant.document_store import MAX_REQUEST_FLOATS, _request_batches
+from haystack_mvr.document_stores.qdrant.point_writes import MAX_REQUEST_FLOATS, request_batches
 from haystack_mvr.document_stores.writes import prepare_document
 from haystack_mvr.views import (
     MATCHED_SCOPE_KEY,
@@ -80,14 +80,14 @@ def test_upserts_are_cut_by_numbers_as_well_as_points():
         return prepare_document(attach_views(Document(id=doc_id, content="x"), np.zeros((n_views, DIM), np.float32)))
 
     many_views = [prepared(f"m{i}", 1500) for i in range(5)]  # 576,000 numbers each
-    batches = list(_request_batches(many_views, max_points=64))
+    batches = list(request_batches(many_views, max_points=64))
     assert [len(b) for b in batches] == [1, 1, 1, 1, 1]
     small = [prepared(f"s{i}", 2) for i in range(150)]
-    assert [len(b) for b in _request_batches(small, max_points=64)] == [64, 64, 22]
+    assert [len(b) for b in request_batches(small, max_points=64)] == [64, 64, 22]
     mixed = [prepared("a", 1000), prepared("b", 1000), prepared("c", 800), prepared("d", 1)]
-    cut = [[p.document.id for p in b] for b in _request_batches(mixed, max_points=64)]
+    cut = [[p.document.id for p in b] for b in request_batches(mixed, max_points=64)]
     assert cut == [["a", "b"], ["c", "d"]]
-    assert all(sum(p.views.size for p in b) <= MAX_REQUEST_FLOATS for b in _request_batches(mixed, 64))
+    assert all(sum(p.views.size for p in b) <= MAX_REQUEST_FLOATS for b in request_batches(mixed, 64))
 
 
 def test_a_large_batch_of_many_view_documents_goes_in_several_requests():

@@ -1,0 +1,200 @@
+"""Late interaction at 10^6 and 10^7 token vectors: exact MaxSim by brute force against the compressed store (a
+per-token candidate search, then exact MaxSim on the candidates' decoded rows), time a query, memory, recall@10.
+
+    python -m benchmarks.late_interaction_scale --model runs/colbert-minilm --tokens 1000000 10000000
+
+The token vectors are the ColBERT's own: squad-mv's paragraphs encoded once (cached in ``--cache-dir``), then, to
+reach each size, documents drawn from those paragraphs' token matrices with every vector perturbed (Gaussian noise of
+``--noise`` x its norm, renormalised): real token statistics at a size this machine cannot encode in a session. The
+queries are the ColBERT's vectors of squad-mv dev questions (``--queries``).
+
+Systems, each a ``FaissMultiViewDocumentStore`` searched with the query's ``(32, 128)`` vectors:
+
+- ``exact``: a ``Flat`` store: MaxSim over every document (float32 rows, 512 bytes a token), the ground truth;
+- ``IVF{nlist},PQ32`` (``keep_vectors=False``): 32 bytes a token, PQ over the residual to the token's IVF centroid as
+  ColBERTv2 / PLAID compress; candidates are the ``maxsim_depth`` best documents of each query vector (``nprobe``
+  lists), scored by MaxSim on their decoded rows. Several ``nprobe`` x depth settings.
+
+Reports ms a query (median, 1 thread: FAISS and BLAS pinned), recall@10 against exact MaxSim, index bytes a token
+(FAISS's own serialised size over the tokens: codes, ids and the direct map), the process's peak RSS, build seconds.
+Writes ``benchmarks/results/late_interaction_scale.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+
+if __name__ == "__main__":
+    from benchmarks.harness import pin_threads
+
+    pin_threads(default=1)
+
+import numpy as np
+
+from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+
+
+def squad_tokens(model: str, cache: Path, batch_size: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The ColBERT's token matrices of squad-mv's paragraphs and its dev questions' query vectors (cached)."""
+    path = cache / "squad-mv-tokens.npz"
+    if path.exists():
+        data = np.load(path)
+        docs = np.split(data["rows"], np.cumsum(data["counts"])[:-1])
+        queries = list(data["queries"])
+        return docs, queries
+    from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
+    from haystack_mvr.modeling.st_encoder import open_encoder
+
+    data_dir = default_data_dir()
+    encoder = open_encoder(model, "cpu")
+    corpus = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
+    _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
+    docs = [d.views for d in encoder.encode_documents([p.text for p in corpus], batch_size=batch_size)]
+    queries = encoder.query_views([q.question for q in dev[:200]])
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        path,
+        rows=np.concatenate(docs),
+        counts=np.array([len(d) for d in docs]),
+        queries=np.stack(queries),
+    )
+    return docs, queries
+
+
+def corpus_of(tokens: int, source: list[np.ndarray], noise: float, seed: int) -> list[np.ndarray]:
+    """Documents drawn from ``source`` (each vector perturbed, renormalised) until ``tokens`` token vectors."""
+    rng = np.random.default_rng(seed)
+    out, total = [], 0
+    while total < tokens:
+        base = source[int(rng.integers(0, len(source)))]
+        doc = base + noise * rng.standard_normal(base.shape).astype(np.float32)
+        doc /= np.linalg.norm(doc, axis=1, keepdims=True)
+        out.append(doc.astype(np.float32))
+        total += len(doc)
+    return out
+
+
+def build(factory: str, docs: list[np.ndarray], keep_vectors: bool, params: dict):
+    from haystack import Document
+
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    store = FaissMultiViewDocumentStore(
+        embedding_dim=docs[0].shape[1],
+        index_factory=factory,
+        keep_vectors=keep_vectors,
+        search_parameters=params or None,
+        train_size=min(sum(map(len, docs)), 200_000) if factory != "Flat" else None,
+    )
+    start = time.perf_counter()
+    for lo in range(0, len(docs), 2000):
+        batch = [
+            Document(id=f"d{i}", content=None, meta={"mvr_views": docs[i]})
+            for i in range(lo, min(len(docs), lo + 2000))
+        ]
+        store.write_documents(batch)
+    return store, time.perf_counter() - start
+
+
+def index_bytes(store) -> int:
+    import faiss
+
+    return len(faiss.serialize_index(store.faiss_index))
+
+
+def timed_search(store, queries: list[np.ndarray], top_k: int = 10) -> tuple[list[list[str]], list[float]]:
+    ids, ms = [], []
+    for q in queries:
+        start = time.perf_counter()
+        found = store.search(q, top_k=top_k)
+        ms.append(1000 * (time.perf_counter() - start))
+        ids.append([d.id for d in found])
+    return ids, ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--noise", type=float, default=0.05)
+    parser.add_argument("--nlist", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--settings", nargs="+", default=["8:64", "16:64", "16:128", "32:256"], help="nprobe:depth")
+    parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss.view_index import ViewIndex
+
+    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size)
+    queries = all_queries[: args.queries]
+    rows = []
+    for tokens, nlist in zip(args.tokens, args.nlist, strict=False):
+        docs = corpus_of(tokens, source, args.noise, seed=tokens)
+        n_tokens = sum(map(len, docs))
+        exact, exact_build = build("Flat", docs, True, {})
+        truth, exact_ms = timed_search(exact, queries)
+        rows.append({
+            "tokens": n_tokens, "documents": len(docs), "system": "exact MaxSim (Flat, float32)",
+            "ms_median": round(statistics.median(exact_ms), 1), "recall@10": 1.0,
+            "index_bytes_per_token": 4 * docs[0].shape[1] + 8,  # float32 rows and their ids
+            "build_seconds": round(exact_build, 1),
+        })  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+        del exact
+        factory = f"IVF{nlist},PQ32"
+        built, seconds = build(factory, docs, False, {"nprobe": 8})
+        size = index_bytes(built) / n_tokens
+        saved = args.cache_dir / f"ivfpq-{n_tokens}"
+        built.save(saved)
+        del built
+        for setting in args.settings:
+            nprobe, depth = (int(x) for x in setting.split(":"))
+            store = FaissMultiViewDocumentStore(index_path=str(saved), search_parameters={"nprobe": nprobe})
+            ViewIndex.maxsim_depth = depth
+            found, ms = timed_search(store, queries)
+            recall = float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=True)]))
+            rows.append({
+                "tokens": n_tokens, "documents": len(docs), "system": f"{factory} (32 B codes a token)",
+                "nprobe": nprobe, "maxsim_depth": depth, "ms_median": round(statistics.median(ms), 1),
+                "recall@10": round(recall, 3), "index_bytes_per_token": round(size, 1),
+                "build_seconds": round(seconds, 1),
+            })  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+        del store
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    payload = {
+        "command": "python -m benchmarks.late_interaction_scale " + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+        ),
+        "machine": machine_label(threads=args.threads),
+        "date": utc_now(),
+        "peak_rss_mib": round(peak),
+        "rows": rows,
+    }  # fmt: skip
+    columns = ["tokens", "documents", "nprobe", "maxsim_depth", "ms_median", "recall@10", "index_bytes_per_token",
+               "build_seconds"]  # fmt: skip
+    lines = [
+        "# Late interaction at scale: exact MaxSim against the compressed store",
+        "",
+        f"`{payload['command']}`. {payload['machine']}, {payload['date']}, peak RSS {payload['peak_rss_mib']} MiB. "
+        f"{len(queries)} squad-mv dev questions (32 query vectors each), top 10; recall@10 against exact MaxSim.",
+        "",
+        "| system | " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for row in rows:
+        lines.append(f"| {row['system']} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |")
+    write_results(RESULTS / "late_interaction_scale", payload, markdown="\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Multi-vector (late-interaction) queries on the FAISS store: MaxSim against brute force, on every index type, under
+random writes, deletes, overwrites and filters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from haystack import Document
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss.view_index import ViewIndex
+from tests.document_stores.test_faiss_contract import CONFIGS
+
+DIM = 8
+CASES = [(name, keep) for name, (_, _, keeps) in CONFIGS.items() for keep in keeps]
+
+
+def brute_force(query: np.ndarray, corpus: dict[str, np.ndarray], allowed: set[str]) -> list[tuple[str, float]]:
+    scores = [(doc_id, float((views @ query.T).max(axis=0).sum())) for doc_id, views in corpus.items()]
+    return sorted(((i, s) for i, s in scores if i in allowed), key=lambda p: -p[1])
+
+
+def token_document(rng: np.random.Generator, doc_id: str) -> tuple[Document, np.ndarray]:
+    views = rng.standard_normal((int(rng.integers(1, 12)), DIM)).astype(np.float32)
+    views /= np.linalg.norm(views, axis=1, keepdims=True)
+    spans = [[j, j + 1] for j in range(len(views))]
+    meta = {"mvr_views": views.tolist(), "mvr_view_spans": spans, "group": int(rng.integers(0, 3))}
+    return Document(id=doc_id, content="x" * (len(views) + 1), meta=meta), views
+
+
+@pytest.mark.parametrize(("name", "keep_vectors"), CASES, ids=[f"{n}-keep{int(k)}" for n, k in CASES])
+def test_maxsim_equals_brute_force_under_random_writes_deletes_and_filters(name, keep_vectors, monkeypatch):
+    monkeypatch.setattr(ViewIndex, "maxsim_depth", 10_000)  # every document a candidate: the ranking must be exact
+    options, _, _ = CONFIGS[name]
+    store = FaissMultiViewDocumentStore(embedding_dim=DIM, keep_vectors=keep_vectors, **options)
+    rng = np.random.default_rng(len(name) * 7 + keep_vectors)
+    corpus: dict[str, np.ndarray] = {}
+    groups: dict[str, int] = {}
+    exact_rows = keep_vectors or CONFIGS[name][1] or name == "HNSW"
+    for step in range(6):
+        batch = []
+        for _ in range(int(rng.integers(5, 25))):
+            doc_id = f"d{int(rng.integers(0, 90))}"
+            doc, views = token_document(rng, doc_id)
+            batch.append(doc)
+            corpus[doc_id], groups[doc_id] = views, doc.meta["group"]
+        batch = list({d.id: d for d in batch}.values())
+        store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
+        if step % 2:
+            gone = [i for i in list(corpus) if rng.random() < 0.15]
+            store.delete_documents(gone)
+            for doc_id in gone:
+                corpus.pop(doc_id)
+                groups.pop(doc_id)
+        for filters in (None, {"field": "meta.group", "operator": "==", "value": 1}):
+            allowed = {i for i in corpus if filters is None or groups[i] == 1}
+            query = rng.standard_normal((int(rng.integers(2, 6)), DIM)).astype(np.float32)
+            top_k = int(rng.integers(1, 15))
+            found = store.search(query, top_k=top_k, filters=filters, return_embedding=True)
+            assert len(found) == min(top_k, len(allowed))
+            for doc in found:
+                held = doc.meta["mvr_views"].matrix  # the rows the store scored (a lossy index's reconstruction)
+                assert doc.score == pytest.approx(float((held @ query.T).max(axis=0).sum()), rel=1e-5, abs=1e-5)
+                assert doc.id in allowed
+            assert [d.score for d in found] == sorted((d.score for d in found), reverse=True)
+            if exact_rows:
+                expected = brute_force(query, corpus, allowed)[:top_k]
+                assert [d.id for d in found] == [i for i, _ in expected]
+                np.testing.assert_allclose([d.score for d in found], [s for _, s in expected], rtol=1e-5)
+
+
+def test_a_flat_index_ranks_every_document_exactly_at_the_default_depth():
+    rng = np.random.default_rng(3)
+    store = FaissMultiViewDocumentStore(embedding_dim=DIM)
+    corpus = {}
+    docs = []
+    for i in range(400):
+        doc, views = token_document(rng, f"d{i}")
+        docs.append(doc)
+        corpus[doc.id] = views
+    store.write_documents(docs)
+    for _ in range(5):
+        query = rng.standard_normal((4, DIM)).astype(np.float32)
+        found = store.search(query, top_k=10)
+        assert [d.id for d in found] == [i for i, _ in brute_force(query, corpus, set(corpus))[:10]]
+
+
+def test_a_multi_vector_result_says_which_tokens_matched():
+    store = FaissMultiViewDocumentStore(embedding_dim=4)
+    eye = np.eye(4, dtype=np.float32)
+    doc = Document(
+        id="a",
+        content="river Vistula Poland",
+        meta={"mvr_views": eye[:3].tolist(), "mvr_view_spans": [[0, 5], [6, 13], [14, 20]]},
+    )
+    store.write_documents([doc])
+    query = np.array([[0, 2, 0, 0], [0, 0, 1, 0], [0, 1.5, 0, 0]], dtype=np.float32)
+    (found,) = store.search(query, top_k=1)
+    assert found.score == pytest.approx(2 + 1 + 1.5)
+    assert found.meta["mvr_matched_spans"] == [[6, 13], [14, 20]]
+    assert found.meta["mvr_matched_view"] == 1 and found.meta["mvr_matched_text"] == "Vistula"
+    assert found.meta["mvr_matched_scope"] == "snippet"
+
+
+def test_a_one_row_query_matrix_is_the_single_vector_search():
+    rng = np.random.default_rng(5)
+    store = FaissMultiViewDocumentStore(embedding_dim=DIM)
+    store.write_documents([token_document(rng, f"d{i}")[0] for i in range(30)])
+    query = rng.standard_normal(DIM).astype(np.float32)
+    one = store.search(query, top_k=5)
+    matrix = store.search(query[None, :], top_k=5)
+    assert [(d.id, d.score) for d in one] == [(d.id, d.score) for d in matrix]
+
+
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        (np.zeros((2, 3), dtype=np.float32), "dimension 3"),
+        (np.full((2, DIM), np.nan, dtype=np.float32), "NaN"),
+        (np.zeros((0, DIM), dtype=np.float32), "shape"),
+    ],
+)
+def test_a_bad_multi_vector_query_is_refused_and_nothing_is_lost(query, problem):
+    rng = np.random.default_rng(9)
+    store = FaissMultiViewDocumentStore(embedding_dim=DIM)
+    store.write_documents([token_document(rng, f"d{i}")[0] for i in range(5)])
+    with pytest.raises(ValueError, match=problem):
+        store.search(query, top_k=3)
+    assert store.count_documents() == 5
