@@ -308,7 +308,7 @@ def annotate_match(
 
 
 def annotated_copy(
-    document: Document,
+    document: Any,
     meta: dict[str, Any],
     scores: list[float],
     views: np.ndarray | None = None,
@@ -318,8 +318,8 @@ def annotated_copy(
     """
     :func:`annotate_match` for a caller that has scored the views already and made the copy's ``meta`` itself.
 
-    :param document: The stored document; only read (its ``id``, ``content`` and other fields are shared by the
-        copy, as ``dataclasses.replace`` shares them).
+    :param document: The stored document, or a store's record of its fields (see :func:`copy_with`); only read
+        (its ``id``, ``content`` and other fields are shared by the copy, as ``dataclasses.replace`` shares them).
     :param meta: The copy's ``meta``, a new dict the caller owns (without ``mvr_views``): the matched-view keys are
         set in it and it becomes the returned document's ``meta``.
     :param scores: ``<query, views_i>`` of each view, as Python floats (the float32 products).
@@ -353,7 +353,7 @@ def annotated_copy(
 
 
 def annotated_maxsim_copy(
-    document: Document,
+    document: Any,
     meta: dict[str, Any],
     similarities: np.ndarray,
     views: np.ndarray | None = None,
@@ -398,12 +398,13 @@ def annotated_maxsim_copy(
     return copy_with(document, meta, embedding, float(best.sum()))
 
 
-def copy_with(document: Document, meta: dict[str, Any], embedding: list[float] | None, score: float | None) -> Document:
+def copy_with(document: Any, meta: dict[str, Any], embedding: list[float] | None, score: float | None) -> Document:
     """
     A new document like ``document`` with ``meta``, ``embedding`` and ``score`` set, made by Haystack's own
-    constructor (``dataclasses.replace`` for a ``Document`` subclass, whose own fields it keeps).
+    constructor (``dataclasses.replace`` for a ``Document`` subclass, whose own fields it keeps). ``document`` may
+    also be a store's record of a plain document's fields (``id``, ``content``, ``blob``, ``sparse_embedding``).
     """
-    if type(document) is Document:
+    if type(document) is Document or not isinstance(document, Document):
         return Document(
             id=document.id,
             content=document.content,

@@ -484,7 +484,7 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
         copied once (their metas are new: callers cannot change the store), best first (stable: FAISS order among
         equal scores)."""
         scores = (found.rows @ query).tolist()
-        docs = self._documents.documents(map(self._id_of.__getitem__, found.keys))
+        docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
         out = []
         end = 0
         for doc, count in zip(docs, found.counts, strict=True):
@@ -498,7 +498,7 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
         """:meth:`_results` for a multi-vector query ``(m, d)``, annotated by
         :func:`haystack_mvr.views.annotated_maxsim_copy`."""
         similarities = found.rows @ query.T
-        docs = self._documents.documents(map(self._id_of.__getitem__, found.keys))
+        docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
         out = []
         end = 0
         for doc, count in zip(docs, found.counts, strict=True):

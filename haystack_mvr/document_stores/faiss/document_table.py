@@ -16,7 +16,7 @@ import json
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson  # 3-4x faster than json on these lines, the same values (the lines it refuses are read by json)
@@ -107,6 +107,13 @@ class DocumentTable:
         """:meth:`document` of each of ``ids``, in their order."""
         lines = self._lines
         return [document_from_line(lines[doc_id]) for doc_id in ids]
+
+    def records(self, ids: Iterable[str]) -> list[StoredFields | Document]:
+        """Each of ``ids`` as its stored fields (a new, parsed ``meta`` each), for a caller that builds one new
+        ``Document`` from them (a search result): a plain document as :class:`StoredFields`, any other as its
+        ``Document``."""
+        lines = self._lines
+        return [record_from_line(lines[doc_id]) for doc_id in ids]
 
     def meta_rows(self, ids: Iterable[str]) -> list[MetaRow]:
         """The filterable meta of ``ids`` (shared with the table: read it, never change it)."""
@@ -254,6 +261,25 @@ def _loads(line: bytes) -> Any:
         return orjson.loads(line)
     except ValueError:  # NaN or an infinity in meta: written by json, which orjson does not read
         return json.loads(line)
+
+
+class StoredFields(NamedTuple):
+    """A plain stored document's fields, parsed from its line: what a new ``Document`` is built from."""
+
+    id: str
+    content: str | None
+    meta: dict[str, Any]
+    embedding: list[float] | None
+    blob: None = None
+    sparse_embedding: None = None
+
+
+def record_from_line(line: bytes) -> StoredFields | Document:
+    """:func:`document_from_line` without building a plain document: its :class:`StoredFields`."""
+    fields = _loads(line)
+    if type(fields) is dict and fields.keys() == _PLAIN_FIELDS:
+        return StoredFields(fields["id"], fields["content"], fields["meta"], fields["embedding"])
+    return Document.from_dict(fields)
 
 
 def document_from_line(line: bytes) -> Document:
