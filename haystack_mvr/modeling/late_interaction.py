@@ -25,7 +25,7 @@ from sentence_transformers import MultiVectorEncoder
 from sentence_transformers.base.modules import Transformer
 from tqdm.auto import tqdm
 
-from haystack_mvr.modeling.encoded_document import EncodedDocument
+from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.loading import LoadOptions, portable_model_name, resolve_model
 from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.validation import check_positive_int
@@ -77,7 +77,7 @@ def new_late_interaction_model(
     return MultiVectorEncoder(modules=modules, device=device)
 
 
-class LateInteractionEncoder:
+class LateInteractionEncoder(EncoderHost):
     """
     Texts in, token views / query vectors out, over a late-interaction ``MultiVectorEncoder``.
 
@@ -86,28 +86,13 @@ class LateInteractionEncoder:
 
     late_interaction = True
 
-    def __init__(self, model: MultiVectorEncoder) -> None:
-        self.model = model
-        self._identity: dict[str, Any] | None = None
-
     @classmethod
     def load(
         cls, model_name_or_path: str | Path, *, device: str | None = None, load_options: LoadOptions | None = None
     ) -> LateInteractionEncoder:
         """Load a ``MultiVectorEncoder`` folder or hub repository (no custom code is run for it)."""
         name, options = resolve_model(model_name_or_path, load_options)
-        own = {"trust_remote_code": options.trust_remote_code}
-        model = MultiVectorEncoder(
-            name,
-            device=device,
-            trust_remote_code=options.trust_remote_code,
-            token=options.token,
-            revision=options.revision,
-            local_files_only=options.local_files_only,
-            model_kwargs={**options.model_kwargs, **own},
-            processor_kwargs={**options.tokenizer_kwargs, **own},
-            config_kwargs={**options.config_kwargs, **own},
-        )
+        model = load_multi_vector_encoder(name, device, options, trust_remote_code=options.trust_remote_code)
         return cls(model)
 
     # -------------------------------------------------------------------------------------- properties
@@ -120,22 +105,10 @@ class LateInteractionEncoder:
         return int(self.model.get_embedding_dimension())
 
     @property
-    def device(self) -> torch.device:
-        return self.model.device
-
-    @property
     def document_length(self) -> int:
         """Tokens a document window holds, special tokens and a document prompt included."""
         length = self.transformer.document_length or self.transformer.max_seq_length
         return int(min(length or 512, self.transformer.tokenizer.model_max_length or 512))
-
-    def to(self, device: str | torch.device) -> LateInteractionEncoder:
-        self.model.to(device)
-        return self
-
-    def eval(self) -> LateInteractionEncoder:
-        self.model.eval()
-        return self
 
     @torch.no_grad()
     def fingerprint(self) -> str:

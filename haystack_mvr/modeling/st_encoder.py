@@ -35,7 +35,7 @@ from sentence_transformers.base.modules import Router, Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
-from haystack_mvr.modeling.encoded_document import EncodedDocument
+from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
 from haystack_mvr.modeling.late_interaction import LateInteractionEncoder
 from haystack_mvr.modeling.loading import (
@@ -77,7 +77,7 @@ def _module_options(options: LoadOptions) -> dict[str, dict[str, Any]]:
     }
 
 
-class MultiVectorEncoderAdapter:
+class MultiVectorEncoderAdapter(EncoderHost):
     """
     Texts in, :class:`EncodedDocument` / query vectors out, over a ``sentence_transformers.MultiVectorEncoder`` built
     from ``haystack_mvr.modeling.st_modules``; its ``config`` is read from the modules (``multi_view_config``).
@@ -87,9 +87,8 @@ class MultiVectorEncoderAdapter:
     """
 
     def __init__(self, model: MultiVectorEncoder) -> None:
-        self.model = model
+        super().__init__(model)
         self.config = multi_view_config(model)
-        self._identity: dict[str, Any] | None = None
 
     @classmethod
     def load(
@@ -116,18 +115,7 @@ class MultiVectorEncoderAdapter:
                 "its module classes only with trust_remote_code=True; pass it if you trust the repository."
             )
             raise ValueError(msg)
-        own = {"trust_remote_code": options.trust_remote_code}  # what transformers may run, as the user said
-        model = MultiVectorEncoder(
-            name,
-            device=device,
-            trust_remote_code=True,
-            token=options.token,
-            revision=options.revision,
-            local_files_only=options.local_files_only,
-            model_kwargs={**options.model_kwargs, **own},
-            processor_kwargs={**options.tokenizer_kwargs, **own},
-            config_kwargs={**options.config_kwargs, **own},
-        )
+        model = load_multi_vector_encoder(name, device, options, trust_remote_code=True)
         sync_snippet_options(model)  # a checkpoint saved before its transformer recorded them
         return cls(model)
 
@@ -170,18 +158,6 @@ class MultiVectorEncoderAdapter:
     @property
     def embedding_dim(self) -> int:
         return int(self._transformer().get_embedding_dimension())
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
-
-    def to(self, device: str | torch.device) -> MultiVectorEncoderAdapter:
-        self.model.to(device)
-        return self
-
-    def eval(self) -> MultiVectorEncoderAdapter:
-        self.model.eval()
-        return self
 
     def fingerprint(self) -> str:
         """:func:`~haystack_mvr.modeling.identity.weights_fingerprint` of this model's backbones and config."""

@@ -475,38 +475,26 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
             threads = default_threads(batch, self.search_threads)
             if maxsim:
                 found = views.top_maxsim(queries, top_k, allowed, threads)
-                return [self._maxsim_results(found, queries, return_embedding)]
+                return [self._results(found, queries, return_embedding)]
             ranked = views.top_documents(queries, top_k, allowed, threads)
             return [self._results(found, query, return_embedding) for query, found in zip(queries, ranked, strict=True)]
 
     def _results(self, found: RankedKeys, query: np.ndarray, return_embedding: bool) -> list[Document]:
-        """The documents of ``found`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it, each
-        copied once (their metas are new: callers cannot change the store), best first (stable: FAISS order among
-        equal scores)."""
-        scores = (found.rows @ query).tolist()
+        """The documents of ``found`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it (by
+        :func:`~haystack_mvr.views.annotated_maxsim_copy` for a multi-vector query ``(m, d)``), each built once from
+        its stored fields (a new meta: callers cannot change the store), best first (stable: FAISS order among equal
+        scores)."""
+        if query.ndim == 1:
+            scores, annotate = (found.rows @ query).tolist(), annotated_copy
+        else:
+            scores, annotate = found.rows @ query.T, annotated_maxsim_copy
         docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
         out = []
         end = 0
         for doc, count in zip(docs, found.counts, strict=True):
             start, end = end, end + count
             held = found.rows[start:end] if return_embedding else None
-            out.append(annotated_copy(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
-        out.sort(key=lambda d: -d.score)
-        return out
-
-    def _maxsim_results(self, found: RankedKeys, query: np.ndarray, return_embedding: bool) -> list[Document]:
-        """:meth:`_results` for a multi-vector query ``(m, d)``, annotated by
-        :func:`haystack_mvr.views.annotated_maxsim_copy`."""
-        similarities = found.rows @ query.T
-        docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
-        out = []
-        end = 0
-        for doc, count in zip(docs, found.counts, strict=True):
-            start, end = end, end + count
-            held = found.rows[start:end] if return_embedding else None
-            out.append(
-                annotated_maxsim_copy(doc, doc.meta, similarities[start:end], held, return_embedding=return_embedding)
-            )
+            out.append(annotate(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
         out.sort(key=lambda d: -d.score)
         return out
 

@@ -141,13 +141,7 @@ class DocumentScan:
 
     def top_maxsim(self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
         """The best ``n_best`` document keys by exact MaxSim with ``query`` ``(m, d)`` among ``allowed_keys``."""
-        best = self.maxsim(query)
-        if allowed_keys is not None:
-            best[~np.isin(self.keys, allowed_keys)] = -np.inf
-            n_best = min(n_best, len(allowed_keys))
-        n_best = min(n_best, len(best))
-        top = np.argpartition(-best, n_best - 1)[:n_best] if n_best < len(best) else np.arange(len(best))
-        return self.keys[top[np.argsort(-best[top], kind="stable")]]
+        return self._best_keys(self.maxsim(query), n_best, allowed_keys)
 
     def _float16_copy(self) -> faiss.IndexScalarQuantizer | None:
         """The rows in float16 (FAISS's ``QT_fp16`` scalar quantizer) and the bound :attr:`_error`, made once."""
@@ -174,7 +168,10 @@ class DocumentScan:
         found = self._two_pass(query, min(n_best, len(self.keys))) if two_pass else None  # never pays for the copy
         if found is not None:
             return found
-        best = self.best(query)
+        return self._best_keys(self.best(query), n_best, allowed_keys)
+
+    def _best_keys(self, best: np.ndarray, n_best: int, allowed_keys: np.ndarray | None) -> np.ndarray:
+        """The keys of the ``n_best`` highest of ``best`` (one score per document) among ``allowed_keys``."""
         if allowed_keys is not None:
             best[~np.isin(self.keys, allowed_keys)] = -np.inf
             n_best = min(n_best, len(allowed_keys))
