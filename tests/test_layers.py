@@ -240,3 +240,12 @@ def test_documents_are_built_by_haystack_not_by_object_new():
             if isinstance(node, ast.Constant) and node.value == "__dict__":  # a swapped instance dict
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not offenders, f"object.__new__ or a swapped __dict__ in {offenders}"
+
+
+def test_no_room_is_over_700_lines():
+    """A module that grows past 700 lines holds more than one job: split it along its jobs."""
+    sizes = {
+        str(p.relative_to(PACKAGE.parent)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in PACKAGE.rglob("*.py")
+    }
+    assert not {path: n for path, n in sizes.items() if n > 700}
