@@ -3,7 +3,8 @@ per-token candidate search, then exact MaxSim on the candidates' decoded rows), 
 
     python -m benchmarks.late_interaction_scale --model runs/colbert-minilm --tokens 1000000 10000000
 
-The token vectors are the ColBERT's own: squad-mv's paragraphs encoded once (cached in ``--cache-dir``), then, to
+The token vectors are the ColBERT's own: squad-mv's paragraphs encoded once (or read from the store
+``late_interaction.py`` saved, ``--store``; cached in ``--cache-dir``), then, to
 reach each size, documents drawn from those paragraphs' token matrices with every vector perturbed (Gaussian noise of
 ``--noise`` x its norm, renormalised): real token statistics at a size this machine cannot encode in a session. The
 queries are the ColBERT's vectors of squad-mv dev questions (``--queries``).
@@ -39,8 +40,11 @@ import numpy as np
 from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
 
 
-def squad_tokens(model: str, cache: Path, batch_size: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The ColBERT's token matrices of squad-mv's paragraphs and its dev questions' query vectors (cached)."""
+def squad_tokens(
+    model: str, cache: Path, batch_size: int, store: Path | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The ColBERT's token matrices of squad-mv's paragraphs (read from a saved ``store`` of them, or encoded) and its
+    dev questions' query vectors, cached."""
     path = cache / "squad-mv-tokens.npz"
     if path.exists():
         data = np.load(path)
@@ -49,12 +53,19 @@ def squad_tokens(model: str, cache: Path, batch_size: int) -> tuple[list[np.ndar
         return docs, queries
     from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
     from haystack_mvr.modeling.st_encoder import open_encoder
+    from haystack_mvr.views import document_views
 
     data_dir = default_data_dir()
     encoder = open_encoder(model, "cpu")
-    corpus = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
     _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
-    docs = [d.views for d in encoder.encode_documents([p.text for p in corpus], batch_size=batch_size)]
+    if store is not None:  # the squad-mv store benchmarks/late_interaction.py saved: its token views, not encoded again
+        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+        saved = FaissMultiViewDocumentStore(index_path=str(store))
+        docs = [document_views(d) for batch in saved.export_documents() for d in batch]
+    else:
+        corpus = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
+        docs = [d.views for d in encoder.encode_documents([p.text for p in corpus], batch_size=batch_size)]
     queries = encoder.query_views([q.question for q in dev[:200]])
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(
@@ -127,12 +138,13 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=["8:64", "16:64", "16:128", "32:256"], help="nprobe:depth")
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--store", type=Path, default=None, help="a saved FAISS store of squad-mv's token views")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 
-    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size)
+    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store)
     queries = all_queries[: args.queries]
     rows = []
     for tokens, nlist in zip(args.tokens, args.nlist, strict=False):

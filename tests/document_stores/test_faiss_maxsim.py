@@ -128,3 +128,12 @@ def test_a_bad_multi_vector_query_is_refused_and_nothing_is_lost(query, problem)
     with pytest.raises(ValueError, match=problem):
         store.search(query, top_k=3)
     assert store.count_documents() == 5
+
+
+def test_the_shortlist_keeps_the_documents_ranked_best_across_the_query_vectors():
+    from haystack_mvr.document_stores.faiss.view_index import _shortlist
+
+    found = [np.array([5, 1, 2]), np.array([1, 7, 5]), np.array([9, 1])]
+    assert _shortlist(found, 2).tolist() == [1, 5]  # 1 is in every list, 5 in two near the top
+    assert sorted(_shortlist(found, 10).tolist()) == [1, 2, 5, 7, 9]
+    assert _shortlist([np.zeros(0, dtype=np.int64)], 3).tolist() == []

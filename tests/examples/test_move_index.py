@@ -61,7 +61,10 @@ def test_faiss_to_qdrant_folder_to_faiss(tmp_path, move_index, capsys):
     assert move_index.main(["--from", f"faiss:{tmp_path / 'faiss'}", "--to", qdrant, *common]) == 0
     assert move_index.main(["--from", qdrant, "--to", back, *common]) == 0
     out = capsys.readouterr().out
-    assert out.count("Copied 30 documents") == 2 and out.count("20 queries (vectors and 4-vector MaxSim queries, 2 filters): 0 differ.") == 2
+    assert (
+        out.count("Copied 30 documents") == 2
+        and out.count("20 queries (vectors and 4-vector MaxSim queries, 2 filters): 0 differ.") == 2
+    )
 
     reloaded = FaissMultiViewDocumentStore(index_path=str(tmp_path / "back"))
     query = rng.normal(size=16)

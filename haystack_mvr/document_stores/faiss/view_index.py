@@ -73,7 +73,8 @@ class ViewIndex:
 
     exact_rows = 4096  # filtered searches over at most this many rows (or 1% of the index) are scored exactly
     max_search_depth: int | None = None  # deepest FAISS search before the uncapped CPU index finishes (GPU: 2048)
-    maxsim_depth = 64  # candidate documents per query vector of a multi-vector query on an approximate index
+    maxsim_depth = 128  # candidate rows per query vector of a multi-vector query on an approximate index
+    maxsim_rerank = 256  # of their documents, those scored by exact MaxSim (ranked by their reciprocal ranks' sum)
 
     def __init__(
         self,
@@ -296,8 +297,9 @@ class ViewIndex:
         """
         A multi-vector query's ``(m, d)`` ``top_k`` documents by MaxSim (the sum over its vectors of each one's best
         view) with their rows. A Flat index (or rows not yet trained into an index) is scored exhaustively, so the
-        ranking is exact. Other indexes find candidates first, the ``maxsim_depth`` best documents of each query
-        vector (a per-token ANN search), and score those exactly on their kept or reconstructed rows.
+        ranking is exact. Other indexes find candidates first, the documents of each query vector's ``maxsim_depth``
+        best rows (a per-token ANN search), keep the ``maxsim_rerank`` that rank best across the query vectors (the
+        sum of their reciprocal ranks), and score those exactly on their kept or reconstructed rows.
         """
         available = len(allowed_keys) if allowed_keys is not None else self.document_count
         top_k = min(top_k, available)
@@ -311,13 +313,34 @@ class ViewIndex:
                 if self._index is None:
                     candidates = allowed_keys if allowed_keys is not None else self.keys()
                 else:
-                    depth = min(max(self.maxsim_depth, top_k), available)
-                    found = self.search(query, depth, allowed_keys, threads, required=depth)
-                    candidates = np.unique(np.concatenate(found))
+                    found = self._token_candidates(query, top_k, allowed_keys, available, threads)
+                    candidates = _shortlist(found, max(self.maxsim_rerank, top_k))
                 scores = self.best_scores(query, candidates)
                 keys = candidates[np.argsort(-scores, kind="stable")[:top_k]]
         key_list = keys.tolist()
         return RankedKeys(key_list, self.counts_of(key_list), self.vectors_of(keys))
+
+    def _token_candidates(
+        self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, available: int, threads: int
+    ) -> list[np.ndarray]:
+        """Each query vector's candidate documents, best first: the documents of its ``maxsim_depth`` best rows
+        (one FAISS search for all the vectors, as ColBERT's per-token retrieval), or, under a filter or on a GPU
+        copy, its ``maxsim_depth`` best documents by the store's widening search (which honours both)."""
+        depth = min(max(self.maxsim_depth, top_k), available)
+        if allowed_keys is not None or self._gpu is not None or self._index is None:
+            return self.search(query, depth, allowed_keys, threads, required=min(top_k, depth))
+        rows = min(self.maxsim_depth, self._index.ntotal)
+        _, labels = self._index.search(np.ascontiguousarray(query, dtype=np.float32), rows, params=self._params(None))
+        counts = self._book.counts
+        out = []
+        for row in labels:
+            keys = keys_of(row[row >= 0])
+            keys = keys[np.fromiter((k in counts for k in keys.tolist()), dtype=bool, count=len(keys))]  # no tombstones
+            _, first = np.unique(keys, return_index=True)
+            out.append(keys[np.sort(first)])  # each document once, at its best row's rank
+        if len(np.unique(np.concatenate(out))) < min(top_k, available):  # too few: widen until top_k documents
+            return self.search(query, depth, None, threads, required=min(top_k, depth))
+        return out
 
     def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``; its MaxSim for a
@@ -485,3 +508,17 @@ __all__ = [
     "omp_threads",
     "views_problem",
 ]
+
+
+def _shortlist(found: list[np.ndarray], keep: int) -> np.ndarray:
+    """The ``keep`` documents that rank best across several searches' results (each a ranked key array): by the sum
+    of ``1 / (60 + rank)`` over the lists that hold them, as reciprocal rank fusion ranks; all of them if fewer."""
+    keys = np.concatenate(found)
+    if len(keys) == 0:
+        return keys
+    ranks = np.concatenate([np.arange(len(f)) for f in found])
+    unique, inverse = np.unique(keys, return_inverse=True)
+    if len(unique) <= keep:
+        return unique
+    fused = np.bincount(inverse, weights=1.0 / (60.0 + ranks), minlength=len(unique))
+    return unique[np.argsort(-fused, kind="stable")[:keep]]
