@@ -93,3 +93,20 @@ def test_an_empty_document_still_gets_its_special_token_views(tiny_colbert):
     encoder = open_encoder(tiny_colbert, "cpu")
     (doc,) = encoder.encode_documents([""])
     assert len(doc.views) >= 1 and all(span is None for span in doc.spans)
+
+
+def test_a_one_megabyte_document_is_encoded_a_window_batch_at_a_time(tiny_colbert):
+    encoder = open_encoder(tiny_colbert, "cpu")
+    text = ("The Vistula river flows north through Warsaw to the Baltic Sea. " * 16_000)[:1_000_000]
+    calls = []
+    original = encoder.model.encode_document
+
+    def spy(texts, **kwargs):  # what the backbone is handed at once
+        calls.append((len(texts), max(len(encoder.transformer.tokenizer(t)["input_ids"]) for t in texts)))
+        return original(texts, **kwargs)
+
+    encoder.model.encode_document = spy
+    (doc,) = encoder.encode_documents([text], batch_size=64)
+    assert len(calls) > 100 and all(n <= 64 and tokens <= encoder.document_length for n, tokens in calls)
+    assert len(doc.views) == len(doc.spans) > 100_000
+    assert max(e for _, e in (s for s in doc.spans if s is not None)) >= len(text) - 5
