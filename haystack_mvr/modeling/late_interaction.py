@@ -152,6 +152,14 @@ class LateInteractionEncoder(EncoderHost):
         )
         return [np.ascontiguousarray(v, dtype=np.float32) for v in vectors]
 
+    def encode_queries(self, texts: list[str], batch_size: int = 32, progress_bar: bool = False) -> np.ndarray:
+        """Refused: a late-interaction query is several vectors, not one (:meth:`query_views` gives them)."""
+        msg = (
+            "A late-interaction (ColBERT) model encodes a query as several vectors, not one: use query_views(), "
+            "and search a store with the (m, d) matrix (this tool needs one vector per query)."
+        )
+        raise TypeError(msg)
+
     def encode_documents(
         self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
     ) -> list[EncodedDocument]:

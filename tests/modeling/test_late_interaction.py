@@ -110,3 +110,8 @@ def test_a_one_megabyte_document_is_encoded_a_window_batch_at_a_time(tiny_colber
     assert len(calls) > 100 and all(n <= 64 and tokens <= encoder.document_length for n, tokens in calls)
     assert len(doc.views) == len(doc.spans) > 100_000
     assert max(e for _, e in (s for s in doc.spans if s is not None)) >= len(text) - 5
+
+
+def test_asking_a_colbert_for_one_query_vector_is_a_clear_error(tiny_colbert):
+    with pytest.raises(TypeError, match="several vectors"):
+        open_encoder(tiny_colbert, "cpu").encode_queries(["one vector?"])
