@@ -72,7 +72,8 @@ def test_a_malformed_id_filter_still_raises_as_haystack_does():
 def test_an_id_filter_builds_only_the_documents_it_returns(monkeypatch):
     store, _ = _store()
     built = []
-    real = document_table.document_from_line
-    monkeypatch.setattr(document_table, "document_from_line", lambda line: built.append(line) or real(line))
+    for name in ("document_from_line", "record_from_line"):  # a whole Document, or the fields a result is built from
+        real = getattr(document_table, name)
+        monkeypatch.setattr(document_table, name, lambda line, real=real: built.append(line) or real(line))
     store.search(np.ones(4, dtype="float32"), top_k=2, filters={"field": "id", "operator": "in", "value": ["a", "b"]})
     assert len(built) == 2
