@@ -20,6 +20,7 @@ question. Writes ``benchmarks/results/late_interaction.<tier>.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ def run_systems(tier: Tier, store, model: str, questions: int | None) -> dict[st
     """BM25, the dense model and their hybrid over ``store``, one pipeline run per question."""
     pipeline = hybrid_pipeline(tier, store, model)
     pipeline.warm_up()
-    asked = tier.questions[:questions] if questions else tier.questions
+    asked = tier.questions
+    if questions and questions < len(asked):  # a seeded sample across every dev article
+        keep = sorted(random.Random(0).sample(range(len(asked)), questions))
+        asked = [asked[i] for i in keep]
     ranked: dict[str, list[list[str]]] = {"bm25": [], "dense": [], "hybrid": []}
     ms = []
     for i, q in enumerate(asked, 1):
@@ -100,7 +104,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the ColBERT folder (a MultiVectorEncoder)")
     parser.add_argument("--name", default="ColBERT from all-MiniLM-L6-v2")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
-    parser.add_argument("--questions", type=int, default=None, help="the first N dev questions (default: all)")
+    parser.add_argument("--questions", type=int, default=None, help="a seeded sample of N dev questions (default: all)")
     parser.add_argument("--no-snippet", action="store_true", help="skip the snippet model's rows")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output-name", default=None)
@@ -131,7 +135,7 @@ def main() -> None:
                                                                           vars(args).items() if v not in (None, False)),
         "tier": args.tier,
         "documents": len(tier.documents),
-        "questions": len(tier.questions[: args.questions] if args.questions else tier.questions),
+        "questions": min(args.questions or len(tier.questions), len(tier.questions)),
         "machine": machine_label(threads=args.threads),
         "date": utc_now(),
         "model": args.model,

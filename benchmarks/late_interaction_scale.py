@@ -3,10 +3,11 @@ per-token candidate search, then exact MaxSim on the candidates' decoded rows), 
 
     python -m benchmarks.late_interaction_scale --model runs/colbert-minilm --tokens 1000000 10000000
 
-The token vectors are the ColBERT's own: squad-mv's paragraphs encoded once (or read from the store
-``late_interaction.py`` saved, ``--store``; cached in ``--cache-dir``), then, to
-reach each size, documents drawn from those paragraphs' token matrices with every vector perturbed (Gaussian noise of
-``--noise`` x its norm, renormalised): real token statistics at a size this machine cannot encode in a session. The
+The token vectors are the ColBERT's own: squad-mv's paragraphs and the first ``--wiki`` Wikipedia distractor passages
+encoded once (squad-mv's may be read from the store ``late_interaction.py`` saved, ``--store``; cached in
+``--cache-dir``): about 10^6 real token vectors. Past those, up to each size, synthetic documents: each as long as a
+real one drawn at random, its tokens drawn at random from all the real ones (real token vectors, at a size this
+machine cannot encode in a session; their documents are not coherent text). The
 queries are the ColBERT's vectors of squad-mv dev questions (``--queries``).
 
 Systems, each a ``FaissMultiViewDocumentStore`` searched with the query's ``(32, 128)`` vectors:
@@ -26,6 +27,8 @@ Writes ``benchmarks/results/late_interaction_scale.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import gzip
+import itertools
 import json
 import resource
 import statistics
@@ -43,11 +46,11 @@ from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
 
 
 def squad_tokens(
-    model: str, cache: Path, batch_size: int, store: Path | None = None
+    model: str, cache: Path, batch_size: int, store: Path | None = None, wiki: int = 0
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The ColBERT's token matrices of squad-mv's paragraphs (read from a saved ``store`` of them, or encoded) and its
-    dev questions' query vectors, cached."""
-    path = cache / "squad-mv-tokens.npz"
+    """The ColBERT's token matrices of squad-mv's paragraphs (read from a saved ``store`` of them, or encoded) and of
+    the first ``wiki`` distractor passages, and its dev questions' query vectors, cached."""
+    path = cache / f"squad-mv+{wiki}-tokens.npz"
     if path.exists():
         data = np.load(path)
         docs = np.split(data["rows"], np.cumsum(data["counts"])[:-1])
@@ -68,6 +71,10 @@ def squad_tokens(
     else:
         corpus = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
         docs = [d.views for d in encoder.encode_documents([p.text for p in corpus], batch_size=batch_size)]
+    if wiki:
+        with gzip.open(data_dir / "wiki-distractors" / "passages-200k.jsonl.gz", "rt", encoding="utf-8") as f:
+            texts = [json.loads(line)["text"] for line in itertools.islice(f, wiki)]
+        docs += [d.views for d in encoder.encode_documents(texts, batch_size=batch_size)]
     queries = encoder.query_views([q.question for q in dev[:200]])
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(
@@ -79,16 +86,22 @@ def squad_tokens(
     return docs, queries
 
 
-def corpus_of(tokens: int, source: list[np.ndarray], noise: float, seed: int) -> list[np.ndarray]:
-    """Documents drawn from ``source`` (each vector perturbed, renormalised) until ``tokens`` token vectors."""
+def corpus_of(tokens: int, source: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    """The real documents of ``source`` (as many as fit ``tokens``), then, up to ``tokens`` token vectors, synthetic
+    documents: each as long as a real one drawn at random, its tokens drawn at random from all the real documents'."""
     rng = np.random.default_rng(seed)
     out, total = [], 0
-    while total < tokens:
-        base = source[int(rng.integers(0, len(source)))]
-        doc = base + noise * rng.standard_normal(base.shape).astype(np.float32)
-        doc /= np.linalg.norm(doc, axis=1, keepdims=True)
-        out.append(doc.astype(np.float32))
+    for doc in source:
+        if total + len(doc) > tokens:
+            break
+        out.append(doc)
         total += len(doc)
+    pool = np.concatenate(source)
+    lengths = np.array([len(d) for d in source])
+    while total < tokens:
+        n = int(lengths[rng.integers(0, len(lengths))])
+        out.append(pool[rng.integers(0, len(pool), size=n)])
+        total += n
     return out
 
 
@@ -135,7 +148,7 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--queries", type=int, default=30)
-    parser.add_argument("--noise", type=float, default=0.05)
+    parser.add_argument("--wiki", type=int, default=5000, help="Wikipedia passages encoded beside squad-mv's")
     parser.add_argument("--nlist", type=int, nargs="+", default=[1024, 4096])
     parser.add_argument(
         "--factories", nargs="+", default=["IVF{nlist},PQ32", "IVF{nlist},PQ64x4"], help="32 bytes a token each"
@@ -149,11 +162,11 @@ def main() -> None:
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 
-    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store)
+    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
     queries = all_queries[: args.queries]
     rows = []
     for tokens, nlist in zip(args.tokens, args.nlist, strict=False):
-        docs = corpus_of(tokens, source, args.noise, seed=tokens)
+        docs = corpus_of(tokens, source, seed=tokens)
         n_tokens = sum(map(len, docs))
         exact, exact_build = build("Flat", docs, True, {})
         stores, sizes, seconds = {}, {}, {}
