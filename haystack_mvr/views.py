@@ -367,7 +367,9 @@ def annotated_maxsim_copy(
     What matched: ``mvr_matched_spans`` lists the ``[start, end]`` spans of the views the query's vectors matched
     best (for a ColBERT document, the tokens; sorted, each once); ``mvr_matched_view`` is the view that contributes
     most to the score (the sum of the best scores it holds), with its span and text as ``mvr_matched_span`` /
-    ``mvr_matched_text`` (scope ``"snippet"``; ``"document"`` for a view without a span, such as ``[CLS]``).
+    ``mvr_matched_text`` (scope ``"snippet"``; ``"document"`` for a view without a span, such as ``[CLS]``). The
+    views' own spans (``mvr_view_spans``, one a token for a ColBERT document) stay only with ``return_embedding``, as
+    the views do: a pipeline copies every result's meta between components.
 
     :param similarities: ``(k, m)``: each view's inner product with each query vector.
     """
@@ -391,6 +393,8 @@ def annotated_maxsim_copy(
     meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
     meta[MATCHED_SPANS_KEY] = [list(s) for s in matched_spans]
     embedding = None
+    if not return_embedding:  # a span a token: they travel with the views only, what matched is said above
+        meta.pop(SPANS_KEY, None)
     if return_embedding:
         matrix = np.asarray(views, dtype=np.float32)
         meta[VIEWS_KEY] = PackedViews(matrix)
