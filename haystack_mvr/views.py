@@ -297,14 +297,18 @@ def annotate_match(
 
     :param document: The stored document (its ``meta`` may hold ``mvr_view_spans``, never ``mvr_views``).
     :param views: ``(k, d)`` views the store holds for it (a lossy index's reconstruction is fine).
-    :param query: ``(d,)`` query vector.
+    :param query: ``(d,)`` query vector, or a multi-vector query ``(m, d)`` (scored by MaxSim and annotated as
+        :func:`annotated_maxsim_copy` says).
     :param return_embedding: Put the views into ``meta["mvr_views"]`` and view 0 into ``embedding`` (when the
         document has no ``embedding`` of its own); otherwise both are left out.
-    :returns: The copy with ``score = max_i <query, views_i>`` and the keys described in this module.
+    :returns: The copy with ``score = max_i <query, views_i>`` (or MaxSim) and the keys described in this module.
     """
-    scores = (np.asarray(views, dtype=np.float32) @ np.asarray(query, dtype=np.float32)).tolist()
+    matrix = np.asarray(views, dtype=np.float32)
+    query = np.asarray(query, dtype=np.float32)
     meta = {k: v for k, v in document.meta.items() if k != VIEWS_KEY}
-    return annotated_copy(document, meta, scores, views, return_embedding=return_embedding)
+    if query.ndim == 2:
+        return annotated_maxsim_copy(document, meta, matrix @ query.T, views, return_embedding=return_embedding)
+    return annotated_copy(document, meta, (matrix @ query).tolist(), views, return_embedding=return_embedding)
 
 
 def annotated_copy(
@@ -344,12 +348,7 @@ def annotated_copy(
     meta[MATCHED_SCOPE_KEY] = "snippet" if best == best_snippet else "document"
     meta[MATCHED_SPAN_KEY] = span
     meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
-    embedding = None
-    if return_embedding:
-        matrix = np.asarray(views, dtype=np.float32)
-        meta[VIEWS_KEY] = PackedViews(matrix)
-        embedding = list(document.embedding) if document.embedding is not None else matrix[0].tolist()
-    return copy_with(document, meta, embedding, float(scores[best]))
+    return _scored_copy(document, meta, float(scores[best]), views if return_embedding else None)
 
 
 def annotated_maxsim_copy(
@@ -392,14 +391,20 @@ def annotated_maxsim_copy(
     meta[MATCHED_SPAN_KEY] = span
     meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
     meta[MATCHED_SPANS_KEY] = [list(s) for s in matched_spans]
-    embedding = None
     if not return_embedding:  # a span a token: they travel with the views only, what matched is said above
         meta.pop(SPANS_KEY, None)
-    if return_embedding:
+    return _scored_copy(document, meta, float(best.sum()), views if return_embedding else None)
+
+
+def _scored_copy(document: Any, meta: dict[str, Any], score: float, views: np.ndarray | None) -> Document:
+    """The annotated copy: with ``views`` (``return_embedding``), they go into ``meta["mvr_views"]`` and the
+    ``embedding`` is a copy of the document's own, else view 0; without, neither is set."""
+    embedding = None
+    if views is not None:
         matrix = np.asarray(views, dtype=np.float32)
         meta[VIEWS_KEY] = PackedViews(matrix)
         embedding = list(document.embedding) if document.embedding is not None else matrix[0].tolist()
-    return copy_with(document, meta, embedding, float(best.sum()))
+    return copy_with(document, meta, embedding, score)
 
 
 def copy_with(document: Any, meta: dict[str, Any], embedding: list[float] | None, score: float | None) -> Document:

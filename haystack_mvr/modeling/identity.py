@@ -31,14 +31,21 @@ def weights_fingerprint(config: MultiViewConfig, vocabulary_size: int, backbones
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(str(vocabulary_size).encode())
     for role, backbone in backbones.items():
-        for name, tensor in sorted(backbone.state_dict().items()):
-            if name.startswith("pooler."):
-                continue
-            flat = tensor.detach().reshape(-1)
-            sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
-            digest.update(f"{role}.{name}{tuple(tensor.shape)}".encode())
-            digest.update(sample.tobytes())
+        hash_weights(digest, backbone, f"{role}.")
     return digest.hexdigest()[:16]
+
+
+@torch.no_grad()
+def hash_weights(digest: Any, module: nn.Module, prefix: str = "") -> None:
+    """Add every tensor of ``module`` to ``digest``: its name (after ``prefix``), shape and a strided sample of 512
+    values; an unused pooler (a ``pooler.`` name part) is left out."""
+    for name, tensor in sorted(module.state_dict().items()):
+        if ".pooler." in f".{name}":
+            continue
+        flat = tensor.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
+        digest.update(f"{prefix}{name}{tuple(tensor.shape)}".encode())
+        digest.update(sample.tobytes())
 
 
 def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from sentence_transformers.base.modules import Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
+from haystack_mvr.modeling.identity import hash_weights
 from haystack_mvr.modeling.loading import LoadOptions, portable_model_name, resolve_model
 from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.validation import check_positive_int
@@ -118,13 +119,7 @@ class LateInteractionEncoder(EncoderHost):
             config = module.get_config_dict() if hasattr(module, "get_config_dict") else {}
             digest.update(f"{index}:{type(module).__name__}:".encode())
             digest.update(json.dumps(config, sort_keys=True, default=str).encode())
-            for name, tensor in sorted(module.state_dict().items()):
-                if ".pooler." in f".{name}":
-                    continue
-                flat = tensor.detach().reshape(-1)
-                sample = flat[:: max(1, flat.numel() // 512)].float().cpu().numpy()
-                digest.update(f"{name}{tuple(tensor.shape)}".encode())
-                digest.update(sample.tobytes())
+            hash_weights(digest, module)
         digest.update(json.dumps(self.model.prompts, sort_keys=True).encode())
         digest.update(str(len(self.transformer.tokenizer)).encode())
         return digest.hexdigest()[:16]
@@ -166,7 +161,8 @@ class LateInteractionEncoder(EncoderHost):
         """Each document's token views ``(n_i, d)`` float32 and their character spans (windows for long texts)."""
         texts = list(texts)
         check_positive_int("batch_size", batch_size)
-        windows = [(i, start, end) for i, text in enumerate(texts) for start, end in self.windows(text)]
+        room = self._window_room()
+        windows = [(i, start, end) for i, text in enumerate(texts) for start, end in self.windows(text, room)]
         parts: list[list[tuple[np.ndarray, list[Span | None]]]] = [[] for _ in texts]
         for lo in tqdm(range(0, len(windows), batch_size), disable=not progress_bar, desc="Encoding documents"):
             batch = windows[lo : lo + batch_size]
@@ -180,11 +176,12 @@ class LateInteractionEncoder(EncoderHost):
             out.append(EncodedDocument(views=np.ascontiguousarray(views, dtype=np.float32), spans=spans))
         return out
 
-    def windows(self, text: str) -> list[tuple[int, int]]:
+    def windows(self, text: str, room: int | None = None) -> list[tuple[int, int]]:
         """``[start, end)`` character windows of ``text`` that each fit :attr:`document_length` tokens, cut where a
-        word ends (one window for a text that fits; ``[(0, len(text))]`` for an empty one)."""
+        word ends (one window for a text that fits; ``[(0, len(text))]`` for an empty one). ``room``: the text
+        tokens a window holds (:meth:`_window_room`, worked out again when not given)."""
         tokenizer = self.transformer.tokenizer
-        room = self.document_length - self._overhead()
+        room = self._window_room() if room is None else room
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         offsets = encoded["offset_mapping"]
         if len(offsets) <= room:
@@ -203,12 +200,14 @@ class LateInteractionEncoder(EncoderHost):
             first = last + 1
         return out
 
-    def _overhead(self) -> int:
-        """Tokens a window spends besides its text: special tokens and the document prompt, with a margin of 2."""
+    def _window_room(self) -> int:
+        """Text tokens a window holds: :attr:`document_length` less the special tokens and the document prompt, and
+        a margin of 2."""
         tokenizer = self.transformer.tokenizer
         prompt = self.model.prompts.get("document") or ""
         specials = len(tokenizer("", add_special_tokens=True)["input_ids"])
-        return specials + len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) + 2
+        overhead = specials + len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) + 2
+        return self.document_length - overhead
 
     @torch.inference_mode()
     def _encode_windows(self, texts: list[str]) -> list[tuple[np.ndarray, list[Span | None]]]:

@@ -323,11 +323,12 @@ class ViewIndex:
     def _token_candidates(
         self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, available: int, threads: int
     ) -> list[np.ndarray]:
-        """Each query vector's candidate documents, best first: the documents of its ``maxsim_depth`` best rows
-        (one FAISS search for all the vectors, as ColBERT's per-token retrieval), or, under a filter or on a GPU
-        copy, its ``maxsim_depth`` best documents by the store's widening search (which honours both)."""
+        """Each query vector's candidate documents in a trained index, best first: the documents of its
+        ``maxsim_depth`` best rows (one FAISS search for all the vectors, as ColBERT's per-token retrieval), or,
+        under a filter or on a GPU copy, its ``maxsim_depth`` best documents by the store's widening search (which
+        honours both)."""
         depth = min(max(self.maxsim_depth, top_k), available)
-        if allowed_keys is not None or self._gpu is not None or self._index is None:
+        if allowed_keys is not None or self._gpu is not None:
             return self.search(query, depth, allowed_keys, threads, required=min(top_k, depth))
         rows = min(self.maxsim_depth, self._index.ntotal)
         _, labels = self._index.search(np.ascontiguousarray(query, dtype=np.float32), rows, params=self._params(None))

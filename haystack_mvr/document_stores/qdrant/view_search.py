@@ -3,8 +3,7 @@
 A query goes to Qdrant as a multivector against the ``MAX_SIM`` multivector of views: a vector as the one row ``[q]``
 (optionally after a prefetch on the global view), a late-interaction query as its ``m`` rows, so that Qdrant ranks by
 MaxSim natively. Qdrant does not say which view matched, so the returned points' views are scored again by
-:func:`haystack_mvr.views.annotate_match` (or :func:`~haystack_mvr.views.annotated_maxsim_copy`), which annotate each
-document as in every haystack-mvr store.
+:func:`haystack_mvr.views.annotate_match`, which annotates each document as in every haystack-mvr store.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.collection_state import CollectionState
 from haystack_mvr.document_stores.qdrant.converters import GLOBAL_VECTOR, VIEWS_VECTOR
 from haystack_mvr.document_stores.qdrant.filters import QdrantFilter, convert_filters
-from haystack_mvr.views import VIEWS_KEY, annotate_match, annotated_maxsim_copy
+from haystack_mvr.views import annotate_match
 
 
 def search_inputs(
@@ -136,12 +135,8 @@ def _results(points: list[models.ScoredPoint], query: np.ndarray, return_embeddi
         if views is None:  # cannot happen for a MAX_SIM hit; kept out rather than scored wrongly
             continue
         stored = converters.to_document(point.payload)
-        if len(query) == 1:
-            docs.append(annotate_match(stored, views, query[0], return_embedding=return_embedding))
-        else:
-            meta = {k: v for k, v in stored.meta.items() if k != VIEWS_KEY}
-            similarities = np.asarray(views, dtype=np.float32) @ query.T
-            docs.append(annotated_maxsim_copy(stored, meta, similarities, views, return_embedding=return_embedding))
+        asked = query[0] if len(query) == 1 else query  # a vector, or a multi-vector query scored by MaxSim
+        docs.append(annotate_match(stored, views, asked, return_embedding=return_embedding))
     docs.sort(key=lambda d: -d.score)
     return docs
 
