@@ -11,7 +11,11 @@ from haystack_mvr.cli.errors import CommandError
 
 def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("eval", help="Evaluate retrieval of a model on a corpus and questions.")
-    parser.add_argument("--model", required=True, help="Multi-view checkpoint dir, or a backbone (snippet mode).")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="Multi-view checkpoint dir, a late-interaction (ColBERT) MultiVectorEncoder dir, or a backbone (snippet).",
+    )
     parser.add_argument("--corpus", type=Path, required=True, help="Corpus JSONL: id, title, text per line.")
     parser.add_argument("--questions", type=Path, required=True, help="Questions in squad-mv train.jsonl format.")
     parser.add_argument("--dev-split", action="store_true", help="Keep only the squad-mv dev articles' questions.")
@@ -56,7 +60,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         "--diagnostics",
         action="store_true",
         help="Add the multi-view collapse diagnostics: local variation, view perplexity, per-view and answer-view "
-        "accuracy, viewer attention KL (on --attention-sample documents).",
+        "accuracy, viewer attention KL (on --attention-sample documents). Not for a late-interaction model.",
     )
     parser.add_argument("--attention-sample", type=int, default=256, help="Documents for the viewer attention KL.")
     parser.set_defaults(handler=run_eval)
@@ -88,12 +92,13 @@ def model_label(model: str) -> str:
     return path.name
 
 
-def check_inputs(args: argparse.Namespace) -> None:
+def check_inputs(args: argparse.Namespace) -> bool:
     """One line per everyday mistake, before any model is loaded or any document encoded: the input files, the
-    optional dependencies the metrics need, and the model (a missing folder, or a hub id offline and not cached)."""
+    optional dependencies the metrics need, the model (a missing folder, or a hub id offline and not cached) and
+    ``--diagnostics`` for a late-interaction model. Returns whether the model is late-interaction (ColBERT)."""
     import importlib.util
 
-    from haystack_mvr.modeling.loading import resolve_model
+    from haystack_mvr.modeling.loading import is_late_interaction_checkpoint, resolve_model
 
     for flag, path in (("--corpus", args.corpus), ("--questions", args.questions)):
         if not path.is_file():
@@ -109,14 +114,22 @@ def check_inputs(args: argparse.Namespace) -> None:
     if args.index_dir and args.index_dir.exists() and not args.index_dir.is_dir():
         msg = f"--index-dir {args.index_dir}: exists and is not a folder."
         raise CommandError(msg)
-    resolve_model(args.model)  # ModelNotFoundError naming the model and the packaged weights
+    name, options = resolve_model(args.model)  # ModelNotFoundError naming the model and the packaged weights
+    late_interaction = is_late_interaction_checkpoint(name, options)
+    if late_interaction and args.diagnostics:
+        msg = (
+            "--diagnostics measures multi-view collapse (view perplexity, per-view accuracy, viewer attention); "
+            f"{args.model} is a late-interaction (ColBERT) model with one view per token: drop --diagnostics."
+        )
+        raise CommandError(msg)
+    return late_interaction
 
 
 EMBEDDED_META = ["title"]
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    check_inputs(args)  # before the imports below (seconds) and any encoding
+    late_interaction = check_inputs(args)  # before the imports below (seconds) and any encoding
     from haystack import Pipeline
 
     from haystack_mvr.components.embedders import MultiViewTextEmbedder
@@ -136,9 +149,13 @@ def run_eval(args: argparse.Namespace) -> int:
     store, embedded = _index(args)
 
     querying = Pipeline()
-    querying.add_component("embedder", MultiViewTextEmbedder(model=args.model))
     querying.add_component("retriever", MultiViewRetriever(document_store=store, top_k=args.top_k))
-    querying.connect("embedder.embedding", "retriever.query_embedding")
+    if late_interaction:  # every query vector, scored by MaxSim
+        querying.add_component("embedder", MultiViewTextEmbedder(model=args.model, embedding_output="packed"))
+        querying.connect("embedder.packed_embedding", "retriever.packed_query_embedding")
+    else:
+        querying.add_component("embedder", MultiViewTextEmbedder(model=args.model))
+        querying.connect("embedder.embedding", "retriever.query_embedding")
     querying.connect("embedder.encoder", "retriever.encoder")  # a saved index refuses another query model
     ranked = run_query_pipeline(
         querying, questions, inputs=lambda q: {"embedder": {"text": q}}, output_component="retriever", progress_bar=True

@@ -119,6 +119,45 @@ def bm25_negatives(
     return result
 
 
+def _padded(matrices: Sequence[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, r_max, d)`` float32 rows padded with zeros and the ``(n, r_max)`` mask of the real ones."""
+    rows = max((m.shape[0] for m in matrices), default=0)
+    padded = np.zeros((len(matrices), max(rows, 1), dim), dtype=np.float32)
+    mask = np.zeros((len(matrices), max(rows, 1)), dtype=bool)
+    for i, m in enumerate(matrices):
+        padded[i, : m.shape[0]] = m
+        mask[i, : m.shape[0]] = True
+    return padded, mask
+
+
+def _maxsim(
+    queries: torch.Tensor, query_mask: torch.Tensor, views: torch.Tensor, view_mask: torch.Tensor
+) -> torch.Tensor:
+    """
+    ``(B, N)`` MaxSim: for each real query vector its best real view of a document, summed over the query's vectors.
+    A one-vector query (``m = 1``) gets ``max_i f_i(q, d)`` (MVR Eq. 4) exactly.
+
+    :param queries: ``(B, m, d)``; ``query_mask``: ``(B, m)``, ``True`` for real vectors.
+    :param views: ``(N, K, d)``; ``view_mask``: ``(N, K)``, ``True`` for real views.
+    """
+    b, m, d = queries.shape
+    best, _ = max_over_views(view_scores(queries.reshape(b * m, d), views), view_mask[None])  # (B * m, N)
+    return best.reshape(b, m, -1).masked_fill(~query_mask[..., None], 0).sum(dim=1)
+
+
+def _blocks(encoded: Sequence[np.ndarray], rows: int, max_scores: int) -> list[tuple[int, int]]:
+    """``[start, end)`` runs of documents whose padded views times ``rows`` query vectors fit ``max_scores``."""
+    out, start, width = [], 0, 0
+    for i, e in enumerate(encoded):
+        wider = max(width, e.shape[0], 1)
+        if i > start and (i - start + 1) * wider * rows > max_scores:
+            out.append((start, i))
+            start, wider = i, max(e.shape[0], 1)
+        width = wider
+    out.append((start, len(encoded)))
+    return out
+
+
 @torch.inference_mode()
 def mine_negatives(
     encoder,
@@ -131,13 +170,16 @@ def mine_negatives(
     text_of: Callable[[Passage], str] = _plain_text,
     query_chunk: int = 64,
     progress_bar: bool = False,
+    max_scores: int = 1 << 26,
 ) -> dict[str, list[Passage]]:
     """
     Dense hard negatives from a trained checkpoint (the coCondenser / CAMVR two-round recipe).
 
     Encodes ``corpus`` (views) and the queries with ``encoder`` (``haystack_mvr.modeling.st_encoder.open_encoder``),
-    ranks by ``max_i f_i(q, d)`` (exhaustive, on the encoder's device) and keeps the best-ranked passages that are
-    neither a positive nor hold an answer.
+    ranks by MaxSim (exhaustive, on the encoder's device; a multi-view query is one vector, so its score is
+    ``max_i f_i(q, d)``; a late-interaction (ColBERT) query sums each of its vectors' best token view) and keeps the
+    best-ranked passages that are neither a positive nor hold an answer. Queries go ``query_chunk`` at a time against
+    blocks of documents, each padded to its own longest, so about ``max_scores`` scores are held at a time.
 
     :returns: ``{query_id: [Passage, ...]}``, best-ranked first; write it with :func:`write_negatives`.
     """
@@ -145,23 +187,29 @@ def mine_negatives(
         return {}
     queries = _unique_queries(examples)
     device = encoder.device
-    encoded = encoder.encode_documents([text_of(p) for p in corpus], batch_size=batch_size, progress_bar=progress_bar)
-    k_max = max(e.views.shape[0] for e in encoded)
-    dim = encoded[0].views.shape[1]
-    views = np.zeros((len(corpus), k_max, dim), dtype=np.float32)
-    mask = np.zeros((len(corpus), k_max), dtype=bool)
-    for i, e in enumerate(encoded):
-        views[i, : e.views.shape[0]] = e.views
-        mask[i, : e.views.shape[0]] = True
-    views_t, mask_t = torch.from_numpy(views).to(device), torch.from_numpy(mask).to(device)
-    query_vectors = torch.from_numpy(
-        encoder.encode_queries([e.query for e in queries.values()], batch_size=batch_size, progress_bar=progress_bar)
-    ).to(device)
+    encoded = [
+        e.views
+        for e in encoder.encode_documents(
+            [text_of(p) for p in corpus], batch_size=batch_size, progress_bar=progress_bar
+        )
+    ]
+    dim = encoded[0].shape[1]
+    query_views = encoder.query_views(
+        [e.query for e in queries.values()], batch_size=batch_size, progress_bar=progress_bar
+    )
+    rows = min(query_chunk, len(query_views)) * max(q.shape[0] for q in query_views)
+    blocks = []
+    for lo, hi in _blocks(encoded, rows, max_scores):
+        views, mask = _padded(encoded[lo:hi], dim)
+        blocks.append((torch.from_numpy(views).to(device), torch.from_numpy(mask).to(device)))
     k = min(len(corpus), depth + max(len(e.positive_ids) for e in queries.values()))
     result: dict[str, list[Passage]] = {}
     items = list(queries.items())
     for start in range(0, len(items), query_chunk):
-        scores, _ = max_over_views(view_scores(query_vectors[start : start + query_chunk], views_t), mask_t[None])
+        chunk, chunk_mask = (
+            torch.from_numpy(a).to(device) for a in _padded(query_views[start : start + query_chunk], dim)
+        )
+        scores = torch.cat([_maxsim(chunk, chunk_mask, views, mask) for views, mask in blocks], dim=1)
         top = scores.topk(k, dim=1).indices.cpu().tolist()
         for (qid, example), ranked in zip(items[start : start + query_chunk], top, strict=True):
             result[qid] = _select(example, ranked, corpus, num_negatives, text_of)
