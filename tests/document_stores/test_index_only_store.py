@@ -191,3 +191,63 @@ def test_rotated_reconstruction_falls_back_where_it_does_not_apply():
     opq.train(data)
     opq.add_with_ids(data, np.arange(300, dtype=np.int64)[::-1].copy())  # labels not in increasing order
     assert reconstruct_rotated(opq, np.array([3, 7], dtype=np.int64)) is None
+
+
+def faiss_rows(store, doc_id, views):
+    """What FAISS itself decodes for a document's rows (no scaling)."""
+    key = store._key_of[doc_id]
+    return store._views.faiss_index.reconstruct_batch(labels_of(key, views))
+
+
+@pytest.mark.parametrize("factory", ["PQ4x4", "IVF8,PQ4x4", "OPQ4,PQ4x4", "HNSW8,SQ4"])
+def test_unit_rows_decode_at_unit_length_until_a_longer_row_arrives(factory, tmp_path):
+    """A normalising encoder's rows: a lossy index's decodings are scaled back to unit length, and searches score
+    those rows; one row of another length turns that off for the index, saved and loaded with it."""
+    store = FaissMultiViewDocumentStore(index_factory=factory, keep_vectors=False, train_size=256, search_threads=1)
+    views = unit_views(300, seed=3)
+    store.write_documents(docs(views))
+    assert store._views.unit_rows
+    hit = store.search(views[7, 0], top_k=3, return_embedding=True)
+    for doc in hit:
+        rows = document_views(doc)
+        np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-5)
+        raw = faiss_rows(store, doc.id, len(rows))
+        np.testing.assert_allclose(rows, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+        assert doc.score == pytest.approx(float((rows @ views[7, 0]).max()), rel=1e-5)
+    assert not np.allclose(np.linalg.norm(faiss_rows(store, "d7", 3), axis=1), 1.0, atol=1e-3)  # scaling did work
+
+    store.save(tmp_path / "unit")
+    loaded = FaissMultiViewDocumentStore(index_path=str(tmp_path / "unit"))
+    again = loaded.search(views[7, 0], top_k=1, return_embedding=True)[0]
+    assert loaded._views.unit_rows
+    np.testing.assert_allclose(document_views(again), document_views(hit[0]), rtol=1e-5, atol=1e-6)
+
+    longer = views[:1] * 1.01
+    store.write_documents(docs(longer, start=1000))
+    assert not store._views.unit_rows
+    got = store.search(views[7, 0], top_k=1, return_embedding=True)[0]
+    np.testing.assert_array_equal(document_views(got), faiss_rows(store, got.id, 3))  # as FAISS decodes them
+    store.save(tmp_path / "mixed")
+    mixed = FaissMultiViewDocumentStore(index_path=str(tmp_path / "mixed"))
+    assert mixed.search(views[7, 0], top_k=1)[0].id == got.id and not mixed._views.unit_rows
+
+
+def test_a_refused_write_leaves_unit_rows_as_they_were():
+    store = FaissMultiViewDocumentStore(index_factory="PQ4x4", keep_vectors=False, train_size=256, search_threads=1)
+    store.write_documents(docs(unit_views(100, seed=4)))
+    bad = unit_views(2, seed=5) * 3.0
+    bad[1, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        store.write_documents(docs(bad, start=500))
+    assert store._views.unit_rows and store.count_documents() == 100
+
+
+def test_unit_rows_tolerate_float32_normalisation_only():
+    from haystack_mvr.document_stores.faiss.view_checks import all_unit
+
+    rng = np.random.default_rng(6)
+    rows = rng.normal(size=(1000, 128)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    assert all_unit([rows, rows[:0]])
+    assert not all_unit([rows, rows[:1] * np.float32(1.001)])
+    assert not all_unit([rows * np.float32(0.999)])

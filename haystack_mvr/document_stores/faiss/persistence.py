@@ -33,6 +33,7 @@ from haystack_mvr.document_stores import versioned_folder
 from haystack_mvr.document_stores.faiss import index_versions
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
+from haystack_mvr.document_stores.faiss.view_checks import all_unit
 from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
 from haystack_mvr.document_stores.writes import same_encoder
 
@@ -129,6 +130,7 @@ def save(state: StoreState, path: Path) -> None:
         "rows": int(counts.sum()),
         "trained": index is not None,
         "held_rows": int(sum(len(held_by_key[k]) for k in held_keys)),
+        "unit_rows": bool(views is not None and views.unit_rows),
     }
     index_versions.save_version(path, write, meta)
 
@@ -288,7 +290,7 @@ def _checked_view_index(
         if meta["index_factory"] != views.index_factory or not len(live):
             views.add([k for k, _ in live], [by_key[k] for k, _ in live])  # rows not indexed yet: any factory
         else:
-            views.restore(dict(live), None, by_key, np.zeros(0, dtype=np.int64))
+            views.restore(dict(live), None, by_key, np.zeros(0, dtype=np.int64), unit_rows=all_unit([held]))
         return views
     if index.d != dim:
         raise _corrupt(where, "index.faiss", f"has dimension {index.d}, the manifest {dim}")
@@ -298,15 +300,19 @@ def _checked_view_index(
         np.cumsum(live_counts) - live_counts, live_counts
     )
     expected = _sorted(np.concatenate([(np.repeat(live_keys, live_counts) << VIEW_BITS) | views_no, tombstones]))
+    # whether every row had unit length: the kept rows say; without them the manifest (not recorded before: False)
+    unit_rows = all_unit([held]) if len(held) else meta.get("unit_rows", False)
+    if type(unit_rows) is not bool:
+        raise _corrupt(where, "manifest.json", "holds a unit_rows that is not true or false")
     try:
-        views.restore(dict(live), index, by_key, tombstones)
+        views.restore(dict(live), index, by_key, tombstones, unit_rows=unit_rows)
         actual = views.index_labels()
     except (ValueError, RuntimeError) as e:
         raise _corrupt(where, "index.faiss", f"cannot be used ({e})") from e
     if actual.shape != expected.shape or not np.array_equal(actual, expected):
         raise _corrupt(where, "index.faiss", f"holds {len(actual)} labels that are not the {len(expected)} expected")
     if views.keeps_rows and not len(held):  # saved index-only, loaded keeping rows: keep its reconstruction
-        views.restore(dict(live), index, {k: views.views_of(k) for k, _ in live}, tombstones)
+        views.restore(dict(live), index, {k: views.views_of(k) for k, _ in live}, tombstones, unit_rows=unit_rows)
     return views
 
 

@@ -9,6 +9,8 @@ import numpy as np
 MAX_NORM = 1e18
 MAX_SQUARED_NORM = MAX_NORM * MAX_NORM
 NON_FINITE = "contain NaN or infinite values"
+# A row whose squared L2 norm is this close to 1 counts as unit-length (float32 normalisation leaves ~1e-7).
+UNIT_TOLERANCE = 1e-4
 
 
 class InvalidViews(ValueError):
@@ -54,3 +56,12 @@ def first_invalid(matrices: list[np.ndarray]) -> tuple[int, str] | None:
         if problem is not None:
             return i, problem
     return None
+
+
+def all_unit(matrices: list[np.ndarray]) -> bool:
+    """Whether every row of every matrix has unit L2 norm (within ``UNIT_TOLERANCE`` on its square), as a normalising
+    encoder's views have (a ColBERT's token vectors, a cosine model's)."""
+    for m in matrices:
+        if len(m) and not np.all(np.abs(np.einsum("ij,ij->i", m, m) - 1.0) <= UNIT_TOLERANCE):
+            return False
+    return True
