@@ -530,14 +530,13 @@ __all__ = [
 
 
 def _shortlist(found: list[np.ndarray], keep: int) -> np.ndarray:
-    """The ``keep`` documents that rank best across several searches' results (each a ranked key array): by the sum
-    of ``1 / (60 + rank)`` over the lists that hold them, as reciprocal rank fusion ranks; all of them if fewer."""
+    """The ``keep`` documents that rank best across several searches' results (each a ranked key array), best first:
+    by the sum of ``1 / (60 + rank)`` over the lists that hold them, as reciprocal rank fusion ranks; all of them if
+    fewer."""
     keys = np.concatenate(found)
     if len(keys) == 0:
         return keys
     ranks = np.concatenate([np.arange(len(f)) for f in found])
     unique, inverse = np.unique(keys, return_inverse=True)
-    if len(unique) <= keep:
-        return unique
     fused = np.bincount(inverse, weights=1.0 / (60.0 + ranks), minlength=len(unique))
     return unique[np.argsort(-fused, kind="stable")[:keep]]
