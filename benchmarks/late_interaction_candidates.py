@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import time
-from pathlib import Path
 
 if __name__ == "__main__":
     from benchmarks.harness import pin_threads
@@ -37,8 +36,7 @@ if __name__ == "__main__":
 import numpy as np
 
 from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
-from benchmarks.late_interaction_codes import Corpus
-from benchmarks.late_interaction_scale import squad_tokens
+from benchmarks.late_interaction_codes import Corpus, add_corpus_arguments, token_corpus
 from haystack_mvr.document_stores.faiss.view_index import _shortlist
 
 
@@ -112,8 +110,6 @@ class Muvera:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--wiki", type=int, default=5500)
     parser.add_argument("--nlist", type=int, default=4096)
     parser.add_argument("--nprobe", type=int, default=16)
     parser.add_argument("--depth", type=int, default=128, help="rows a query vector (token ANN)")
@@ -121,19 +117,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--ksim", type=int, default=5)
     parser.add_argument("--dproj", type=int, default=16)
-    parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
-    parser.add_argument("--store", type=Path, default=None)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--name", default="")
+    add_corpus_arguments(parser)
     args = parser.parse_args()
 
-    docs, queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
-    counts = np.array([len(d) for d in docs])
-    rows = np.ascontiguousarray(np.concatenate(docs), dtype=np.float32)
-    queries = [np.ascontiguousarray(q) for q in queries[: args.queries]]
+    rows, counts, queries = token_corpus(args)
+    docs = np.split(rows, np.cumsum(counts)[:-1])
     corpus = Corpus(rows, counts)
-    truth = corpus.top(rows, np.stack(queries))
+    truth = corpus.top(rows, queries)
     sample = rows[np.random.default_rng(0).choice(len(rows), min(len(rows), 200_000), replace=False)]
 
     start = time.perf_counter()

@@ -63,6 +63,26 @@ class Corpus:
         return out
 
 
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The token corpus's options (``late_interaction_scale``'s cache), and the run's."""
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--wiki", type=int, default=5500, help="Wikipedia passages beside squad-mv's paragraphs")
+    parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
+    parser.add_argument("--store", type=Path, default=None, help="a saved FAISS store of squad-mv's token views")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--name", default="", help="a suffix for the results files")
+
+
+def token_corpus(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The model's token rows ``(n, d)`` (documents in order), each document's row count, and the first
+    ``--queries`` dev questions' query vectors ``(q, m, d)``."""
+    docs, queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
+    counts = np.array([len(d) for d in docs])
+    rows = np.ascontiguousarray(np.concatenate(docs), dtype=np.float32)
+    return rows, counts, np.ascontiguousarray(np.stack(queries[: args.queries]))
+
+
 def colbertv2(rows: np.ndarray, train: np.ndarray, nlist: int, seed: int) -> tuple[np.ndarray, int]:
     """ColBERTv2's 2-bit residual code of ``rows``, decoded, and its bytes a token (a centroid number + the bits)."""
     import faiss
@@ -105,21 +125,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--codes", nargs="+", default=["IVF4096,PQ32", "colbertv2:4096", "IVF4096,PQ64"])
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--wiki", type=int, default=5500)
     parser.add_argument("--train", type=int, default=200_000, help="random tokens a code is trained on")
-    parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
-    parser.add_argument("--store", type=Path, default=None, help="a saved FAISS store of squad-mv's token views")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--name", default="")
+    add_corpus_arguments(parser)
     args = parser.parse_args()
 
-    docs, queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
-    counts = np.array([len(d) for d in docs])
-    rows = np.ascontiguousarray(np.concatenate(docs), dtype=np.float32)
-    del docs
-    queries = np.stack(queries[: args.queries])
+    rows, counts, queries = token_corpus(args)
     gold = np.array([int(g[1:]) for g in gold_documents(len(queries))])
     corpus = Corpus(rows, counts)
     rng = np.random.default_rng(0)
