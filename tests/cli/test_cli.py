@@ -30,16 +30,8 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def data(tmp_path) -> Path:
-    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in CORPUS), encoding="utf-8")
-    (tmp_path / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
-    return tmp_path
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+def data(write_eval_data) -> Path:
+    return write_eval_data(CORPUS, QUESTIONS)
 
 
 def one_line_error(capsys, code: int, expected_code: int | None = 2) -> str:

@@ -24,16 +24,9 @@ QUESTIONS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 @pytest.fixture
-def data(tmp_path) -> Path:
-    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in CORPUS), encoding="utf-8")
-    (tmp_path / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
-    return tmp_path
+def data(write_eval_data) -> Path:
+    return write_eval_data(CORPUS, QUESTIONS)
 
 
 def test_eval_without_ranx_fails_before_loading_or_encoding(data, tiny_backbone, capsys, monkeypatch):
