@@ -35,6 +35,7 @@ def test_an_exact_index_is_the_only_copy(factory, keep):
     views = unit_views(300, seed=0)
     store.write_documents(docs(views))
     assert held_bytes(store) == 0 and store._views.faiss_index.ntotal == 900
+    assert not store._views.unit_rows  # exact rows are never rescaled, so writes skip the unit-length check
     got = store.search(views[10, 1], top_k=1, return_embedding=True)[0]
     np.testing.assert_array_equal(document_views(got), views[10])
 

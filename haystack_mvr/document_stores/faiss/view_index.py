@@ -63,9 +63,10 @@ class ViewIndex:
       ever retrained.
     - Float32 rows are kept beside the index only when the index is lossy and ``keep_vectors`` is set; an index
       that reconstructs exactly (Flat, HNSW over flat storage, IVF-Flat) is the only copy.
-    - While every row added has unit length (``unit_rows``: a normalising encoder's), rows a lossy index decodes
-      are scaled back to unit length: the decoded direction is the code's information, and a norm error would add
-      to every score of the row (at 32 bytes a ColBERT token, recall@10 against exact MaxSim 0.84 -> 0.87).
+    - While every row added to a lossy index has unit length (``unit_rows``: a normalising encoder's), the rows it
+      decodes are scaled back to unit length: the decoded direction is the code's information, and a norm error
+      would add to every score of the row (at 32 bytes a ColBERT token, recall@10 against exact MaxSim 0.84 ->
+      0.87). An exact index decodes rows as they came: ``unit_rows`` stays ``False`` and writes skip the check.
 
     :param dim: Vector dimension.
     :param index_factory: A FAISS ``index_factory`` string, built with inner-product metric.
@@ -110,7 +111,7 @@ class ViewIndex:
     def reset(self) -> None:
         """Remove every row (a trained index keeps its training: it is emptied, not retrained)."""
         self._book.clear()
-        self.unit_rows = True  # every row added so far has unit length (see the class docstring)
+        self.unit_rows = not self._family.exact  # a lossy index's rows all had unit length so far (class docstring)
         self._selector_ok: bool | None = None
         self._generation += 1
         if self._index is not None and not self._family.hnsw:
@@ -247,7 +248,7 @@ class ViewIndex:
     def _decoded(self, labels: np.ndarray) -> np.ndarray:
         """The index's rows of ``labels``, scaled back to unit length when every row added had it (a lossy index)."""
         rows = reconstruct(self._index, labels, self.dim)
-        if self.unit_rows and not self._family.exact and len(rows):
+        if self.unit_rows and len(rows):
             norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
             rows /= np.maximum(norms, np.float32(1e-12))[:, None]
         return rows
@@ -491,7 +492,7 @@ class ViewIndex:
         unit_rows: bool = False,
     ) -> None:
         """Set every row at once from a saved copy (``held``: kept or staged rows, by key; ``unit_rows``: whether
-        every row had unit length, as saved)."""
+        every row had unit length, as saved; only a lossy index uses it)."""
         if index is not None:
             if not has_stable_ids(index):
                 msg = "the saved FAISS index has no stable ids"
@@ -499,7 +500,7 @@ class ViewIndex:
             self._family.apply_parameters(index)
             use_hashtable_ids(index)
         self._book.restore(counts, held, tombstones, staged=index is None, kept=self.keeps_rows)
-        self.unit_rows = unit_rows
+        self.unit_rows = unit_rows and not self._family.exact
         self._selector_ok = None
         self._generation += 1
         self._index = index
