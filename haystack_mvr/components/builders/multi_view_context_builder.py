@@ -58,14 +58,16 @@ def token_match_scores(views: np.ndarray, query: np.ndarray, window: int = TOKEN
     return np.convolve(contribution, kernel)[half : half + len(views)] / len(query)
 
 
-def token_seed_spans(content: str, spans: list[tuple[int, int] | None], scores: list[float]) -> list[Any]:
+def token_seed_spans(
+    sentences: list[tuple[int, int]], spans: list[tuple[int, int] | None], scores: list[float]
+) -> list[Any]:
     """
     Token views as seeds of whole sentences: each sentence's best-scoring token view gets that sentence's span
-    (``sentence_spans``), every other view ``None`` (scored, seeding nothing). Without this, every token's span
-    would cut the sentences at each token and pieces would be runs of words; with it, one seed a sentence, ordered
-    by ``token_match_scores``, and the piece's matched view is the token that scored best in it.
+    (one of ``sentences``, the document's ``sentence_spans``), every other view ``None`` (scored, seeding nothing).
+    Without this, every token's span would cut the sentences at each token and pieces would be runs of words; with
+    it, one seed a sentence, ordered by ``token_match_scores``, and the piece's matched view is the token that
+    scored best in it.
     """
-    sentences = sentence_spans(content)
     ends = [end for _, end in sentences]
     best: dict[int, int] = {}
     for view, span in enumerate(spans):
@@ -290,6 +292,13 @@ class MultiViewContextBuilder:
         missing: list[str] = []
         unusable: list[str] = []
         priors = self._priors(unique)
+        split_texts: dict[str, list[tuple[int, int]]] = {}
+
+        def split(text: str) -> list[tuple[int, int]]:  # each text split once (token seeds, then the pieces)
+            if text not in split_texts:
+                split_texts[text] = sentence_spans(text)
+            return split_texts[text]
+
         for upstream, prior in zip(unique, priors, strict=True):
             doc = by_id.get(upstream.id)
             if doc is None:
@@ -307,7 +316,7 @@ class MultiViewContextBuilder:
             sources.append(doc)
             spans = [None if s is None else (s[0], s[1]) for s in spans]
             if q.ndim == 2:  # token views (a late-interaction query): seeds are the sentences they fall in
-                spans = token_seed_spans(doc.content, spans, scores)
+                spans = token_seed_spans(split(doc.content), spans, scores)
             candidates.append(Candidate(doc.content, scores, spans, prior))
         if missing:
             logger.warning(
@@ -330,7 +339,7 @@ class MultiViewContextBuilder:
             candidates,
             budget=budget,
             piece_tokens=self.piece_tokens,
-            split=sentence_spans,
+            split=split,
             counter=self._counter,
             max_pieces_per_document=self.max_pieces_per_document,
             whole_document_if_fits=self.whole_document_if_fits,
