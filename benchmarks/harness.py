@@ -98,6 +98,13 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def rows_table(rows: list[dict[str, Any]], label: str, columns: list[str]) -> list[str]:
+    """A markdown table of result ``rows``: the first column each row's ``label`` value (the header says ``label``),
+    then ``columns``, right-aligned, ``-`` where a row has none."""
+    lines = [f"| {label} | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    return lines + [f"| {r[label]} | " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows]
+
+
 def write_results(stem: Path, payload: dict[str, Any], *, markdown: str | None = None, indent: int = 2) -> Path:
     """
     Write ``<stem>.json`` (``payload``, with ``date`` added when absent) and, when given, ``<stem>.md``: the suffix is

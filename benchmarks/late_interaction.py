@@ -32,7 +32,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
 from benchmarks.packaged_model import packaged_minilm
 from benchmarks.rag_retrieval import CACHE, Tier, hybrid_pipeline, load_rag_tier, multi_view_store
 
@@ -150,11 +150,8 @@ def main() -> None:
         "of the dense vectors (float32 as stored; at 32 bytes a token for PQ32); ms: the whole hybrid pipeline a "
         "question (BM25, query encoder, dense search, fusion).",
         "",
-        "| system | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
+        *rows_table(rows, "system", columns),
     ]
-    for row in rows:
-        lines.append(f"| {row['system']} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |")
     stem = RESULTS / f"late_interaction.{args.output_name or args.tier}"
     write_results(stem, payload, markdown="\n".join(lines) + "\n")
     print("\n".join(lines))

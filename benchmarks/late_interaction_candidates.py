@@ -35,7 +35,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
 from benchmarks.late_interaction_codes import Corpus, add_corpus_arguments, token_corpus
 from haystack_mvr.document_stores.faiss.view_index import _shortlist
 
@@ -181,10 +181,8 @@ def main() -> None:
         "recall@10 in N: the share of exact MaxSim's top 10 among the stage's first N documents (what exact "
         "re-scoring of N candidates ends with).",
         "",
-        "| stage | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
+        *rows_table(table, "stage", columns),
     ]
-    lines += [f"| {r['stage']} | " + " | ".join(str(r[c]) for c in columns) + " |" for r in table]
     write_results(RESULTS / f"late_interaction_candidates{args.name}", payload, markdown="\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -36,7 +36,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
 from benchmarks.late_interaction_scale import gold_documents, squad_tokens
 
 TOP = 10
@@ -192,10 +192,8 @@ def main() -> None:
         f"{len(queries)} squad-mv dev questions; every document scored by MaxSim on its decoded rows; recall@10 "
         "against exact MaxSim in the same dimensions.",
         "",
-        "| code | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
+        *rows_table(table, "code", columns),
     ]
-    lines += [f"| {r['code']} | " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in table]
     write_results(RESULTS / f"late_interaction_codes{args.name}", payload, markdown="\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -43,7 +43,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
+from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
 
 
 def squad_tokens(
@@ -253,11 +253,8 @@ def main() -> None:
         f"`{payload['command']}`. {payload['machine']}, {payload['date']}, peak RSS {payload['peak_rss_mib']} MiB. "
         f"{len(queries)} squad-mv dev questions (32 query vectors each), top 10; recall@10 against exact MaxSim.",
         "",
-        "| system | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
+        *rows_table(rows, "system", columns),
     ]
-    for row in rows:
-        lines.append(f"| {row['system']} | " + " | ".join(str(row.get(c, "-")) for c in columns) + " |")
     write_results(RESULTS / f"late_interaction_scale{args.name}", payload, markdown="\n".join(lines) + "\n")
     print("\n".join(lines))
 
