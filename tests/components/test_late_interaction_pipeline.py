@@ -131,30 +131,60 @@ def test_the_query_pipeline_yaml_loads_back_and_answers_alike(tiny_colbert):
     torch.set_num_threads(1)
 
 
-def test_the_context_builder_seeds_pieces_where_the_query_tokens_matched():
-    from haystack_mvr.components.builders import MultiViewContextBuilder
-    from haystack_mvr.views import PackedViews
-
-    # Four sentences of four words; each word is a token view; the query's vectors match the third sentence's words.
-    words = [f"w{i}" for i in range(16)]
-    sentences = [" ".join(words[4 * s : 4 * s + 4]) + "." for s in range(4)]
+def token_view_page(n_sentences: int) -> tuple[FaissMultiViewDocumentStore, list[str], np.ndarray]:
+    """A store of one page: ``n_sentences`` sentences of four words, one token view per word (an identity matrix);
+    and a query whose three vectors match words 9-11 (the third sentence)."""
+    words = [f"w{i}" for i in range(4 * n_sentences)]
+    sentences = [" ".join(words[4 * s : 4 * s + 4]) + "." for s in range(n_sentences)]
     text = " ".join(sentences)
     spans, start = [], 0
     for word in words:
         start = text.index(word, start)
         spans.append([start, start + len(word)])
         start += len(word)
-    views = np.eye(16, dtype=np.float32)
-    store = FaissMultiViewDocumentStore(embedding_dim=16)
+    views = np.eye(len(words), dtype=np.float32)
+    store = FaissMultiViewDocumentStore(embedding_dim=len(words))
     store.write_documents(
         [Document(id="page", content=text, meta={"mvr_views": views.tolist(), "mvr_view_spans": spans})]
     )
-    query = np.zeros((3, 16), dtype=np.float32)
-    query[0, 9], query[1, 10], query[2, 11] = 1.0, 0.9, 0.8  # words 9-11: the third sentence
+    query = np.zeros((3, len(words)), dtype=np.float32)
+    query[0, 9], query[1, 10], query[2, 11] = 1.0, 0.9, 0.8
+    return store, sentences, query
+
+
+def test_the_context_builder_seeds_pieces_where_the_query_tokens_matched():
+    from haystack_mvr.components.builders import MultiViewContextBuilder
+    from haystack_mvr.views import PackedViews
+
+    store, sentences, query = token_view_page(4)
     (found,) = store.search(query, top_k=1)
     builder = MultiViewContextBuilder(document_store=store, budget_tokens=5, piece_tokens=5)
     pieces = builder.run(documents=[found], packed_query_embedding=PackedViews(query))["documents"]
     assert [p.content for p in pieces] == [sentences[2]]
+
+
+def test_token_view_pieces_are_whole_sentences_around_the_match():
+    from haystack_mvr.components.builders import MultiViewContextBuilder
+    from haystack_mvr.views import PackedViews
+
+    store, sentences, query = token_view_page(6)
+    (found,) = store.search(query, top_k=1)
+    builder = MultiViewContextBuilder(document_store=store, budget_tokens=10, piece_tokens=5)
+    pieces = builder.run(documents=[found], packed_query_embedding=PackedViews(query))["documents"]
+    texts = [p.content for p in pieces]
+    assert sentences[2] in " ".join(texts)
+    assert all(t.startswith("w") and t.endswith(".") for t in texts)  # no piece starts or ends inside a sentence
+    assert pieces[0].meta["mvr_matched_text"] == "w10"  # the token that scored best in the piece
+
+
+def test_token_match_scores_are_a_mean_over_the_query_vectors():
+    from haystack_mvr.components.builders.multi_view_context_builder import token_match_scores
+
+    views = np.eye(8, dtype=np.float32)
+    query = np.zeros((4, 8), dtype=np.float32)
+    query[:, 3] = 1.0  # every query vector matches view 3 fully
+    scores = token_match_scores(views, query, window=0)
+    assert scores[3] == 1.0 and scores.sum() == 1.0
 
 
 def test_token_match_scores_peak_where_the_query_tokens_cluster():
