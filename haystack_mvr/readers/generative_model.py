@@ -2,8 +2,13 @@
 The generative reader's model, prompt and inference, shared by training (``haystack_mvr.readers.training``) and the
 Haystack components: the base chat LM (SmolLM2-135M-Instruct from its GGUF), the prompt tokens and the cut of
 passages to a token budget (``haystack_mvr.modeling.token_budget``), merging a LoRA adapter into its base, and greedy
-answers (:func:`generate_answers`, the reader's one inference path: ``GenerativeReader`` and
-``generative_reader_pipeline`` answer through it).
+answers (:func:`generate_answers`, the batch path of training and evaluation; :func:`read_answer`, the same greedy
+decoding for one question that ``GenerativeReader`` and ``generative_reader_pipeline`` answer through, with the
+answer snapped to a span of the passages and scored).
+
+Text never adds tokens of its own to a prompt: a question or passage that spells one of the tokenizer's added tokens
+(``<|im_start|>``, ``<|im_end|>``, ...) has it masked (:func:`mask_added_tokens`) before the chat template renders
+it, so no passage can open a chat turn or end one.
 
 This module never imports haystack, sentence-transformers, datasets or bm25s (the GPU machines that train the reader
 have none of them): torch, transformers, peft, jinja2 and the standard library only. A test keeps it so.
@@ -14,6 +19,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +29,13 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from haystack_mvr.modeling.token_budget import TokenizerCounter, cut_text, fair_shares
+from haystack_mvr.readers.answer_span import AnswerSpan, snap_answer
 from haystack_mvr.readers.base_model import SMOLLM2, resolve_base
 from haystack_mvr.readers.generative_prompt import reader_messages
 
 __all__ = [
     "ADAPTER_WEIGHTS",
+    "ReadAnswer",
     "cpu_bf16",
     "end_of_turn_id",
     "fit_passages",
@@ -33,8 +43,10 @@ __all__ = [
     "generate_answers",
     "load_base",
     "load_generative_reader",
+    "mask_added_tokens",
     "merge_generative_adapter",
     "prompt_ids",
+    "read_answer",
     "save_merged",
 ]
 
@@ -152,17 +164,57 @@ def _chat_text(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
 
 
+def _added_tokens_pattern(tokenizer: PreTrainedTokenizerBase) -> re.Pattern[str] | None:
+    """One pattern for every token the tokenizer matches as a whole in text (its added tokens, special or not)."""
+    names = {*tokenizer.get_added_vocab(), *tokenizer.all_special_tokens}
+    names = sorted((n for n in names if n), key=len, reverse=True)
+    return re.compile("|".join(re.escape(n) for n in names)) if names else None
+
+
+def mask_added_tokens(tokenizer: PreTrainedTokenizerBase, text: str) -> str:
+    """
+    ``text`` with every spelling of one of the tokenizer's added tokens (``<|im_start|>``, ``<|im_end|>``, ...)
+    broken by a space in place of its first character, so that it tokenizes as plain text and can neither open nor
+    close a chat turn. The length is kept: a character span of the masked text is the same span of ``text``.
+    """
+    pattern = _added_tokens_pattern(tokenizer)
+    if pattern is None:
+        return text
+    while True:  # masking one spelling can never make another, unless a token holds a space: repeat until none
+        masked = pattern.sub(lambda m: " " + m.group()[1:], text)
+        if masked == text:
+            return text
+        text = masked
+
+
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str]) -> list[int]:
     """The reader's prompt tokens: ``reader_messages`` through the chat template, tokenized as a text-generation
-    pipeline tokenizes a text prompt (the tokenizer's default special tokens)."""
+    pipeline tokenizes a text prompt (the tokenizer's default special tokens); the question and the passages have
+    their added tokens masked first (:func:`mask_added_tokens`)."""
+    question = mask_added_tokens(tokenizer, question)
+    passages = [mask_added_tokens(tokenizer, p) for p in passages]
     return tokenizer(_chat_text(tokenizer, reader_messages(question, passages)))["input_ids"]
 
 
 def fitted_prompt_ids(
-    tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str], max_tokens: int
+    tokenizer: PreTrainedTokenizerBase,
+    question: str,
+    passages: list[str],
+    max_tokens: int,
+    max_question_tokens: int | None = None,
 ) -> tuple[list[str], list[int]]:
-    """:func:`fit_passages` and the prompt tokens (:func:`prompt_ids`) of the passages it keeps."""
-    passages = [str(p) for p in passages]
+    """
+    :func:`fit_passages` and the prompt tokens (:func:`prompt_ids`) of the passages it keeps.
+
+    :param max_question_tokens: When given, a question longer than this many tokens is cut to its first ones (a
+        warning says so) before the passages are fitted; ``None`` (training's default) keeps the question whole.
+    :returns: The passages as read (added tokens masked, cut: each a prefix of the passage, same characters but
+        for the masked ones) and the prompt tokens.
+    """
+    passages = [mask_added_tokens(tokenizer, str(p)) for p in passages]
+    question = mask_added_tokens(tokenizer, str(question))
+    if max_question_tokens is not None:
+        question = _cut_question(tokenizer, question, max_question_tokens)
     ids = prompt_ids(tokenizer, question, passages)
     if len(ids) <= max_tokens or not passages:
         return passages, ids
@@ -178,6 +230,15 @@ def fitted_prompt_ids(
         budget -= len(ids) - max_tokens
     cut = [""] * len(passages)
     return cut, prompt_ids(tokenizer, question, cut)
+
+
+def _cut_question(tokenizer: PreTrainedTokenizerBase, question: str, max_tokens: int) -> str:
+    counter = TokenizerCounter(tokenizer, cached=0)
+    length = counter.count([question])[0]
+    if length <= max_tokens:
+        return question
+    logger.warning("the question has %d tokens; it is cut to its first %d (max_question_tokens)", length, max_tokens)
+    return cut_text(counter, question, max_tokens)
 
 
 def fit_passages(tokenizer: PreTrainedTokenizerBase, question: str, passages: list[str], max_tokens: int) -> list[str]:
@@ -319,3 +380,107 @@ def generate_answers(
             answers.append(tokenizer.decode(row, skip_special_tokens=True).strip())
     model.train(was_training)
     return answers
+
+
+@dataclass(frozen=True)
+class ReadAnswer:
+    """
+    What :func:`read_answer` read and answered.
+
+    :param passages: The passages as the prompt held them (added tokens masked, cut to the budget): each one the
+        same characters as a prefix of its passage, so that a span of one is the same span of the other.
+    :param generated: The greedy answer, as :func:`generate_answers` decodes it.
+    :param span: ``generated`` snapped to a span of ``passages`` (``answer_span.snap_answer``),
+        ``None`` when nothing was generated or no passage has a word.
+    :param logprob: The mean log-probability the model gives the tokens of ``span.text`` and the end-of-turn token
+        after them, as an answer to this prompt (``-inf`` without a span).
+    :param prompt_tokens: The prompt's length in tokens.
+    """
+
+    passages: list[str]
+    generated: str
+    span: AnswerSpan | None
+    logprob: float
+    prompt_tokens: int
+
+
+@torch.inference_mode()
+def read_answer(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    question: str,
+    passages: list[str],
+    *,
+    max_new_tokens: int = 16,
+    max_length: int = 512,
+    max_question_tokens: int | None = None,
+) -> ReadAnswer:
+    """
+    One question, read as :func:`generate_answers` reads it (the same prompt, greedy to the end-of-turn token), and
+    its answer grounded: snapped to the best matching span of the passages it read, and scored by the model. When the
+    span is the generated text, its score comes from the generation's own logits; else the span is re-read after the
+    prompt (the prompt's key-value cache kept: a few tokens, not a second prompt).
+
+    :param max_question_tokens: A longer question is cut to its first tokens (:func:`fitted_prompt_ids`).
+    """
+    read, prompt = fitted_prompt_ids(tokenizer, question, list(passages), max_length, max_question_tokens)
+    end = end_of_turn_id(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
+    stop = model.generation_config.eos_token_id
+    stop = [end, *(i for i in (stop if isinstance(stop, list) else [stop]) if i is not None and i != end)]
+    was_training = model.training
+    model.eval()
+    try:
+        ids = torch.tensor([prompt], device=model.device)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=stop,
+            pad_token_id=pad,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        row = out.sequences[0, len(prompt) :].tolist()
+        row = row[: next((n for n, t in enumerate(row) if t in stop), len(row))]
+        generated = tokenizer.decode(row, skip_special_tokens=True).strip()
+        span = snap_answer(generated, read)
+        if span is None:
+            return ReadAnswer(read, generated, None, -math.inf, len(prompt))
+        tokens = tokenizer(span.text, add_special_tokens=False)["input_ids"]
+        steps = torch.stack([logits[0] for logits in out.logits]).float().log_softmax(-1)
+        if tokens == row and len(steps) > len(row):
+            # the span is the answer as generated, and the model stopped after it: the generation's own logits
+            chosen = [steps[i, t] for i, t in enumerate(row)]
+            chosen.append(steps[len(row), stop].logsumexp(-1))
+        else:
+            chosen = _span_logprobs(model, out, steps[0], len(prompt), tokens, stop)
+        logprob = float(torch.stack(chosen).mean())
+    finally:
+        model.train(was_training)
+    return ReadAnswer(read, generated, span, logprob, len(prompt))
+
+
+def _span_logprobs(
+    model: PreTrainedModel, out: Any, first: torch.Tensor, prompt: int, tokens: list[int], stop: list[int]
+) -> list[torch.Tensor]:
+    """
+    The log-probability of each of ``tokens`` after the prompt, then that of stopping after them (any of ``stop``):
+    ``tokens`` read on the generation's key-value cache cut back to the prompt. ``first`` is the log-distribution the
+    prompt gave the first answer token.
+    """
+    if not tokens:
+        return [first[stop].logsumexp(-1)]
+    cache = out.past_key_values
+    extra = cache.get_seq_length() - prompt
+    if extra > 0:
+        cache.crop(-extra)  # a negative count: that many tokens off the end (old and new transformers alike)
+    device = out.sequences.device
+    ids = torch.tensor([tokens], device=device)
+    mask = torch.ones((1, prompt + len(tokens)), dtype=torch.long, device=device)
+    steps = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True).logits[0]
+    steps = steps.float().log_softmax(-1)
+    chosen = [first[tokens[0]], *(steps[i, t] for i, t in enumerate(tokens[1:]))]
+    chosen.append(steps[len(tokens) - 1, stop].logsumexp(-1))
+    return chosen

@@ -5,7 +5,8 @@ The generative reader's prompt for any chat generator (``generative_prompt_build
 The reader answers through one inference path: ``GenerativeReader`` runs
 ``haystack_mvr.readers.generative_model.generate_answers``, which renders the prompt it was trained on, cuts the
 passages so that the prompt fits ``max_prompt_tokens`` and decodes greedily up to the reader's end-of-turn token;
-``generative_reader_pipeline`` is that component in a ``Pipeline``. ``generative_prompt_builder`` renders the same
+``generative_reader_pipeline`` is that component in a ``Pipeline``. Its answers are spans of the passages it read,
+with their source and a score (``GenerativeReader``). ``generative_prompt_builder`` renders the same
 prompt for another LLM (e.g. ``OpenAIChatGenerator``), whose context the ``MultiViewContextBuilder``'s
 ``budget_tokens`` bounds.
 """
@@ -42,6 +43,7 @@ def generative_reader_pipeline(
     max_prompt_tokens: int = 1024,
     precision: str = "auto",
     device: ComponentDevice | None = None,
+    min_score: float | None = None,
 ) -> Pipeline:
     """
     A pipeline that answers from documents with a trained generative reader: one ``GenerativeReader`` named
@@ -52,6 +54,7 @@ def generative_reader_pipeline(
     :param model_folder: A reader folder (``OUTPUT_DIR/merged``, ``--merge-adapter``'s output, or an adapter folder);
         ``None``: the reader that ships with haystack-mvr, built into ``cache_dir`` at ``warm_up``.
     :param precision: As ``GenerativeReader``'s (``"auto"``, ``"float32"``, ``"bfloat16"``, ``"int8"``).
+    :param min_score: As ``GenerativeReader``'s: answers scored below it are not returned.
     :raises ReaderNotFoundError: at once, for a folder that does not exist or holds no reader, naming it.
     """
     if model_folder is not None:
@@ -63,6 +66,7 @@ def generative_reader_pipeline(
         max_prompt_tokens=max_prompt_tokens,
         precision=precision,
         device=device,
+        min_score=min_score,
     )
     pipeline = Pipeline()
     pipeline.add_component("reader", reader)

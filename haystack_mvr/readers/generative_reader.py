@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import warnings
 from typing import Any
 
@@ -13,6 +15,8 @@ from haystack_mvr.validation import check_positive_int
 
 __all__ = ["PRECISIONS", "GenerativeReader"]
 
+logger = logging.getLogger(__name__)
+
 PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
 
@@ -23,14 +27,44 @@ class GenerativeReader:
     the prompt it was trained on, the passages cut so that the prompt fits ``max_prompt_tokens``, greedy decoding
     that stops at the reader's end-of-turn token.
 
+    **Every answer is a span of what was read.** The generated text is snapped to the best matching span of the
+    passages (``haystack_mvr.readers.answer_span.snap_answer``: the text itself, whole words, case-sensitive first;
+    else the span of words with the best SQuAD F1; else the most similar words), and that span is the answer. Its
+    ``meta``:
+
+    - ``mvr_source_id``: the ``id`` of the document (piece) the answer is a span of;
+    - ``mvr_answer_span``: ``[start, end]``, so that ``piece.content[start:end] == answer.data``;
+    - ``mvr_document_id`` and ``mvr_document_span``: the same span in the piece's source document, when the piece
+      records where it was cut from (``mvr_source_id`` / ``mvr_source_span`` in its meta, as the context builder
+      writes them): ``source.content[start:end] == answer.data``;
+    - ``score``: the model's mean token probability for the span and the end-of-turn after it (geometric mean,
+      ``mvr_answer_logprob`` its log) times how well the span matches what was generated (``mvr_match``: 1.0 when
+      the generated text is in a passage as it is); in (0, 1], higher is surer;
+    - ``mvr_generated``: the text as generated, before it was snapped; ``reader``: the reader's folder or
+      ``"shipped"``.
+
+    **Abstaining.** With ``min_score``, an answer scored below it is not returned: ``answers`` is an empty list, as
+    when no document has content. (Haystack's ``ExtractiveReader`` says "no answer" with an ``ExtractedAnswer`` whose
+    ``data`` is ``None``; a ``GeneratedAnswer``'s ``data`` is a string, and pipelines that read
+    ``answers[0].data`` check ``if answers`` already.)
+
+    **Bad input.** ``query`` must be a string and ``documents`` a list of ``Document`` (a ``TypeError`` names the
+    argument). A question longer than half of ``max_prompt_tokens`` is cut to its first tokens (a warning says so),
+    so that the prompt stays within ``max_prompt_tokens`` plus the template. Text in the question or the passages that
+    spells a token of the tokenizer (``<|im_start|>``, ``<|im_end|>``, ...) is masked before the prompt is built
+    (``generative_model.mask_added_tokens``, which keeps character offsets): no passage can open or close a chat turn.
+
     With no ``model`` it uses the reader that ships with haystack-mvr (SmolLM2-135M-Instruct + a LoRA adapter trained
     here), built once into ``cache_dir`` at the first ``warm_up``; ``model`` may name a folder of one's own (a merged
     folder or an adapter folder from ``haystack-mvr train-reader --kind generative``). Nothing is downloaded.
 
     ```python
-    reader = GenerativeReader()
+    reader = GenerativeReader(min_score=0.3)
     reader.warm_up()
-    reader.run(query="Which river flows through Warsaw?", documents=pieces)["answers"][0].data
+    answers = reader.run(query="Which river flows through Warsaw?", documents=pieces)["answers"]
+    if answers:
+        answer = answers[0]
+        print(answer.data, answer.meta["score"], answer.meta["mvr_source_id"], answer.meta["mvr_answer_span"])
     ```
     """
 
@@ -43,6 +77,7 @@ class GenerativeReader:
         max_prompt_tokens: int = 1024,
         precision: str = "auto",
         device: ComponentDevice | None = None,
+        min_score: float | None = None,
     ) -> None:
         """
         :param model: A reader folder, or ``None`` for the shipped reader.
@@ -54,13 +89,21 @@ class GenerativeReader:
             BF16 / AMX; else float32), ``"float32"``, ``"bfloat16"`` or ``"int8"`` (dynamic quantization of the
             linear layers, CPU only: faster, but it changes answers).
         :param device: Default: the first GPU when there is one, else the CPU.
+        :param min_score: Answers scored below this (``meta["score"]``, in [0, 1]) are not returned; ``None`` (the
+            default) returns every answer.
         """
         check_positive_int("max_new_tokens", max_new_tokens)
         check_positive_int("max_prompt_tokens", max_prompt_tokens)
         if precision not in PRECISIONS:
             msg = f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}."
             raise ValueError(msg)
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1
+        ):
+            msg = f"min_score must be a number in [0, 1] or None, got {min_score!r}."
+            raise ValueError(msg)
         self.model = model
+        self.min_score = None if min_score is None else float(min_score)
         self.cache_dir = cache_dir
         self.max_new_tokens = max_new_tokens
         self.max_prompt_tokens = max_prompt_tokens
@@ -102,27 +145,56 @@ class GenerativeReader:
         """
         :param query: The question.
         :param documents: Its context, best first; their ``content`` is read.
-        :returns: ``answers``: one ``GeneratedAnswer`` (its ``documents`` the ones read), or none when no document
-            has content.
+        :returns: ``answers``: one ``GeneratedAnswer``, a span of one of the documents (``meta`` as the class
+            describes; its ``documents`` the ones given), or none: when no document has content, when nothing
+            could be snapped to a span, or when its score is below ``min_score``.
+        :raises TypeError: when ``query`` is not a string or ``documents`` not a list of ``Document``.
         """
-        passages = [d.content for d in documents if d.content]
-        if not passages:
+        if not isinstance(query, str):
+            msg = f"GenerativeReader.run: query must be a string, not {type(query).__name__}."
+            raise TypeError(msg)
+        if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
+            found = type(documents).__name__ if not isinstance(documents, list) else "a list holding other things"
+            msg = f"GenerativeReader.run: documents must be a list of haystack Document, not {found}."
+            raise TypeError(msg)
+        read = [d for d in documents if d.content]
+        if not read:
             return {"answers": []}
         if self._reader is None:
             self.warm_up()
-        from haystack_mvr.readers.generative_model import generate_answers
+        from haystack_mvr.readers.generative_model import read_answer
 
         model, tokenizer = self._reader  # type: ignore[misc]
-        answer = generate_answers(
+        result = read_answer(
             model,
             tokenizer,
-            [(query, passages)],
-            batch_size=1,
+            query,
+            [d.content for d in read],  # type: ignore[misc]
             max_new_tokens=self.max_new_tokens,
             max_length=self.max_prompt_tokens,
-        )[0]
-        meta = {"reader": self.model or "shipped"}
-        return {"answers": [GeneratedAnswer(data=answer, query=query, documents=documents, meta=meta)]}
+            max_question_tokens=max(1, self.max_prompt_tokens // 2),
+        )
+        span = result.span
+        if span is None:
+            return {"answers": []}
+        score = math.exp(result.logprob) * span.match
+        if self.min_score is not None and score < self.min_score:
+            logger.debug("abstained: %r scored %.3f, below min_score %.3f", span.text, score, self.min_score)
+            return {"answers": []}
+        piece = read[span.passage]
+        meta: dict[str, Any] = {
+            "reader": self.model or "shipped",
+            "score": score,
+            "mvr_source_id": piece.id,
+            "mvr_answer_span": [span.start, span.end],
+        }
+        where = piece.meta.get("mvr_source_span")
+        if piece.meta.get("mvr_source_id") is not None and isinstance(where, (list, tuple)) and len(where) == 2:
+            meta["mvr_document_id"] = piece.meta["mvr_source_id"]
+            meta["mvr_document_span"] = [int(where[0]) + span.start, int(where[0]) + span.end]
+        meta.update({"mvr_match": span.match, "mvr_answer_logprob": result.logprob, "mvr_generated": result.generated})
+        data = piece.content[span.start : span.end]  # type: ignore[index]
+        return {"answers": [GeneratedAnswer(data=data, query=query, documents=documents, meta=meta)]}
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
@@ -133,6 +205,7 @@ class GenerativeReader:
             max_prompt_tokens=self.max_prompt_tokens,
             precision=self.precision,
             device=self.device.to_dict(),
+            min_score=self.min_score,
         )
 
     @classmethod
