@@ -20,6 +20,7 @@ question. Writes ``benchmarks/results/late_interaction.<tier>.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from pathlib import Path
@@ -72,9 +73,11 @@ def store_bytes(store) -> dict[str, float]:
     }
 
 
-def run_systems(tier: Tier, store, model: str, questions: int | None) -> dict[str, Any]:
+def run_systems(
+    tier: Tier, store, model: str, questions: int | None, encoder_kwargs: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """BM25, the dense model and their hybrid over ``store``, one pipeline run per question."""
-    pipeline = hybrid_pipeline(tier, store, model)
+    pipeline = hybrid_pipeline(tier, store, model, encoder_kwargs)
     pipeline.warm_up()
     asked = tier.questions
     if questions and questions < len(asked):  # a seeded sample across every dev article
@@ -101,7 +104,11 @@ def run_systems(tier: Tier, store, model: str, questions: int | None) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", default="squad-mv", choices=("squad-mv", "pages", "pages+20k", "squad-mv+20k"))
-    parser.add_argument("--model", required=True, help="the ColBERT folder (a MultiVectorEncoder)")
+    parser.add_argument("--model", default=None, help="the ColBERT folder (a MultiVectorEncoder)")
+    parser.add_argument(
+        "--tokens", action="store_true", help="the packaged MiniLM's zero-shot token views (mode='tokens'), not --model"
+    )
+    parser.add_argument("--token-options", default="{}", help="JSON encoder_kwargs added to mode='tokens'")
     parser.add_argument("--name", default="ColBERT from all-MiniLM-L6-v2")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--questions", type=int, default=None, help="a seeded sample of N dev questions (default: all)")
@@ -113,14 +120,21 @@ def main() -> None:
     cache = args.cache_dir / args.tier
     rows: list[dict[str, Any]] = []
     minilm = packaged_minilm()
-    systems = [("ColBERT", args.model, cache / f"colbert-{Path(args.model).name}")]
+    if args.tokens == bool(args.model):
+        parser.error("give exactly one of --model (a ColBERT folder) and --tokens")
+    if args.tokens:
+        options = {"mode": "tokens", **json.loads(args.token_options)}
+        suffix = "-".join(f"{k}={v}" for k, v in sorted(options.items()) if k != "mode")
+        systems = [("ColBERT", minilm, cache / f"tokens{'-' + suffix if suffix else ''}", options)]
+    else:
+        systems = [("ColBERT", args.model, cache / f"colbert-{Path(args.model).name}", None)]
     if not args.no_snippet:
-        systems.insert(0, ("snippet multi-view", minilm, cache / "multi-view"))
-    for label, model, folder in systems:
+        systems.insert(0, ("snippet multi-view", minilm, cache / "multi-view", None))
+    for label, model, folder, encoder_kwargs in systems:
         start = time.perf_counter()
-        store, info = multi_view_store(tier, model, folder)
+        store, info = multi_view_store(tier, model, folder, encoder_kwargs=encoder_kwargs)
         print(f"{label}: store ready in {time.perf_counter() - start:.0f} s ({info.get('encode_seconds')} s encoding)")
-        results = run_systems(tier, store, model, args.questions)
+        results = run_systems(tier, store, model, args.questions, encoder_kwargs)
         size = store_bytes(store)
         name = args.name if label == "ColBERT" else "MiniLM snippet-pooled multi-view (zero-shot)"
         if not any(r["system"].startswith("BM25") for r in rows):
@@ -138,7 +152,7 @@ def main() -> None:
         "questions": min(args.questions or len(tier.questions), len(tier.questions)),
         "machine": machine_label(threads=args.threads),
         "date": utc_now(),
-        "model": args.model,
+        "model": args.model or f"{minilm} (mode='tokens', {args.token_options})",
         "rows": rows,
     }  # fmt: skip
     columns = ["R@1", "R@5", "R@20", "MRR@10", "views_per_document", "float32_bytes_per_document",

@@ -82,8 +82,11 @@ def load_rag_tier(name: str, split: str = "dev") -> Tier:
 # Indexes
 
 
-def multi_view_store(tier: Tier, model: str, folder: Path, batch_size: int = 16):
-    """The tier's multi-view Flat store, encoded once and saved in ``folder``."""
+def multi_view_store(
+    tier: Tier, model: str, folder: Path, batch_size: int = 16, encoder_kwargs: dict[str, Any] | None = None
+):
+    """The tier's multi-view Flat store (``encoder_kwargs`` as the embedders take them), encoded once and saved in
+    ``folder``."""
     from haystack import Pipeline
     from haystack.components.writers import DocumentWriter
 
@@ -98,7 +101,9 @@ def multi_view_store(tier: Tier, model: str, folder: Path, batch_size: int = 16)
     indexing = Pipeline()
     indexing.add_component(
         "embedder",
-        MultiViewDocumentEmbedder(model=model, meta_fields_to_embed=["title"], batch_size=batch_size),
+        MultiViewDocumentEmbedder(
+            model=model, meta_fields_to_embed=["title"], batch_size=batch_size, encoder_kwargs=encoder_kwargs
+        ),
     )
     indexing.add_component("writer", DocumentWriter(document_store=store))
     indexing.connect("embedder.documents", "writer.documents")
@@ -135,7 +140,7 @@ def chunk_store(tier: Tier, model: str, path: Path, batch_size: int = 32):
 # Querying
 
 
-def hybrid_pipeline(tier: Tier, store, model: str):
+def hybrid_pipeline(tier: Tier, store, model: str, encoder_kwargs: dict[str, Any] | None = None):
     """BM25, multi-view and their convex fusion in one pipeline; the dense side's query vector is kept too."""
     from haystack import Pipeline
     from haystack.components.retrievers import InMemoryBM25Retriever
@@ -154,7 +159,9 @@ def hybrid_pipeline(tier: Tier, store, model: str):
     )
     query = Pipeline()
     query.add_component("bm25", InMemoryBM25Retriever(document_store=bm25_store, top_k=TOP_K))
-    query.add_component("embedder", MultiViewTextEmbedder(model=model, progress_bar=False))
+    query.add_component(
+        "embedder", MultiViewTextEmbedder(model=model, progress_bar=False, encoder_kwargs=encoder_kwargs)
+    )
     query.add_component("dense", MultiViewRetriever(document_store=store, top_k=TOP_K))
     add_fusion_joiner(query, ["bm25", "dense"], fusion="convex", weights=HYBRID_WEIGHTS, top_k=TOP_K)
     query.connect("embedder.packed_embedding", "dense.packed_query_embedding")

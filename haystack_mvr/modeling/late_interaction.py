@@ -27,11 +27,25 @@ from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.identity import hash_weights
-from haystack_mvr.modeling.loading import LoadOptions, portable_model_name, resolve_model
+from haystack_mvr.modeling.loading import (
+    LoadOptions,
+    portable_model_name,
+    resolve_model,
+    sentence_transformers_max_length,
+)
 from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.validation import check_positive_int
 
 LATE_INTERACTION_MODE = "late_interaction"
+TOKENS_MODE = "tokens"
+# encoder_kwargs of ``mode="tokens"`` (zero-shot token views of a plain backbone) and their defaults
+TOKEN_OPTIONS: dict[str, Any] = {
+    "doc_max_length": None,  # the backbone's own max length (its window)
+    "query_max_length": 64,
+    "skiplist": "none",  # "none" | "punctuation" (ColBERT's document skiplist)
+    "query_expansion": 0,  # 0: off; n: queries padded with [MASK] to n tokens
+}
+SKIPLISTS = ("none", "punctuation")
 
 
 def new_late_interaction_model(
@@ -78,14 +92,93 @@ def new_late_interaction_model(
     return MultiVectorEncoder(modules=modules, device=device)
 
 
+def token_view_model(
+    backbone: str | Path,
+    *,
+    doc_max_length: int | None = None,
+    query_max_length: int = 64,
+    skiplist: str = "none",
+    query_expansion: int = 0,
+    device: str | None = None,
+    **transformer_kwargs: Any,
+) -> MultiVectorEncoder:
+    """
+    Zero-shot token views of any backbone: a ``MultiVectorEncoder`` whose vectors are the backbone's own final
+    hidden states, one per kept token, L2-normalised; no projection and no training. Documents are read
+    ``doc_max_length`` tokens a window (the backbone's max length by default); ``skiplist="punctuation"`` drops
+    punctuation tokens from documents, as ColBERT does; ``query_expansion=n`` pads queries with ``[MASK]`` to ``n``
+    tokens (off by default: a backbone never learnt what an expansion token should match).
+    """
+    import string
+
+    from sentence_transformers.base.modules import Normalize
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    if skiplist not in SKIPLISTS:
+        msg = f"skiplist={skiplist!r}: use one of {SKIPLISTS}."
+        raise ValueError(msg)
+    check_positive_int("query_max_length", query_max_length)
+    if doc_max_length is not None:
+        check_positive_int("doc_max_length", doc_max_length)
+    if isinstance(query_expansion, bool) or not isinstance(query_expansion, int) or query_expansion < 0:
+        msg = f"query_expansion must be 0 (off) or a positive number of tokens, got {query_expansion!r}."
+        raise ValueError(msg)
+    expansion = {"strategy": "fixed", "length": query_expansion} if query_expansion else None
+    transformer = Transformer(
+        str(backbone),
+        query_length=max(query_max_length, query_expansion),
+        document_length=doc_max_length,
+        query_expansion=expansion,
+        **transformer_kwargs,
+    )
+    if doc_max_length is None:
+        transformer.document_length = min(transformer.max_seq_length or 512, transformer.tokenizer.model_max_length)
+    words = list(string.punctuation) if skiplist == "punctuation" else []
+    modules = [transformer, MultiVectorMask(skiplist_words=words), Normalize(module_input_name="token_embeddings")]
+    return MultiVectorEncoder(modules=modules, device=device)
+
+
 class LateInteractionEncoder(EncoderHost):
     """
-    Texts in, token views / query vectors out, over a late-interaction ``MultiVectorEncoder``.
+    Texts in, token views / query vectors out, over a late-interaction ``MultiVectorEncoder``: a ColBERT-style
+    checkpoint (``mode="late_interaction"``), or the zero-shot token views of a plain backbone (``mode="tokens"``,
+    :meth:`tokens`).
 
     :param model: The ``MultiVectorEncoder``.
+    :param mode: The mode its identity names.
     """
 
     late_interaction = True
+
+    def __init__(self, model: MultiVectorEncoder, mode: str = LATE_INTERACTION_MODE) -> None:
+        super().__init__(model)
+        self.mode = mode
+
+    @classmethod
+    def tokens(
+        cls,
+        backbone: str | Path,
+        *,
+        device: str | None = None,
+        load_options: LoadOptions | None = None,
+        **options: Any,
+    ) -> LateInteractionEncoder:
+        """
+        Token views of a plain sentence-transformers or transformers backbone (:func:`token_view_model`);
+        ``options`` are :data:`TOKEN_OPTIONS`' keys.
+
+        :raises ValueError: for an option that is not one of them, or out of range.
+        """
+        unknown = sorted(set(options) - set(TOKEN_OPTIONS))
+        if unknown:
+            msg = f"mode='tokens' takes the encoder_kwargs {sorted(TOKEN_OPTIONS)}, not {unknown}."
+            raise ValueError(msg)
+        name, resolved = resolve_model(backbone, load_options)
+        options = {**TOKEN_OPTIONS, **options}
+        if options["doc_max_length"] is None:  # a sentence-transformers model's own window, else the tokenizer's
+            options["doc_max_length"] = sentence_transformers_max_length(name, resolved)
+        model = token_view_model(name, device=device, **resolved.module_kwargs(), **options)
+        return cls(model, mode=TOKENS_MODE)
 
     @classmethod
     def load(
@@ -128,7 +221,7 @@ class LateInteractionEncoder(EncoderHost):
         """The JSON-able dict naming this encoder (``meta["mvr_encoder"]``, a store's ``encoder_config``)."""
         if self._identity is None:
             self._identity = {
-                "mode": LATE_INTERACTION_MODE,
+                "mode": self.mode,
                 "scoring": "maxsim",
                 "doc_max_length": self.document_length,
                 "query_max_length": self.transformer.query_length,

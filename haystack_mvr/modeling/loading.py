@@ -84,6 +84,18 @@ class LoadOptions:
             "trust_remote_code": self.trust_remote_code,
         }
 
+    def module_kwargs(self) -> dict[str, dict[str, Any]]:
+        """These options as the kwargs of sentence-transformers' ``Transformer`` module (``model_kwargs``,
+        ``processor_kwargs``, ``config_kwargs``)."""
+        own = {"trust_remote_code": self.trust_remote_code}  # what transformers may run, as the user said
+        hub = {"token": self.token, "revision": self.revision, "local_files_only": self.local_files_only}
+        hub = {k: v for k, v in hub.items() if v}
+        return {
+            "model_kwargs": {**self.model_kwargs, **own, **hub},
+            "processor_kwargs": {**self.tokenizer_kwargs, **own, **hub},
+            "config_kwargs": {**self.config_kwargs, **own, **hub},
+        }
+
     def without_hub(self) -> LoadOptions:
         """The same options with ``local_files_only=True`` (for a hub id that must come from the cache)."""
         return LoadOptions(**{**self.__dict__, "local_files_only": True})
@@ -307,13 +319,22 @@ def sentence_transformers_defaults(name_or_path: str, options: LoadOptions | Non
                 "Transformer -> Pooling -> Normalize models, and would silently drop it."
             )
             raise ValueError(msg)
+    max_length = sentence_transformers_max_length(name_or_path, options)
+    if max_length is not None:
+        defaults["doc_max_length"] = max_length
+    return defaults
+
+
+def sentence_transformers_max_length(name_or_path: str, options: LoadOptions | None = None) -> int | None:
+    """The max length a sentence-transformers model was saved with (``None`` when it names none)."""
+    options = options or LoadOptions()
     # sentence-transformers < 6 writes max_seq_length here; 6 keeps it as the tokenizer's model_max_length.
     max_length = (_read_json(name_or_path, "sentence_bert_config.json", options) or {}).get("max_seq_length")
     if not isinstance(max_length, int):
         max_length = (_read_json(name_or_path, "tokenizer_config.json", options) or {}).get("model_max_length")
     if isinstance(max_length, int) and 0 < max_length < 1_000_000:  # transformers' "no limit" is a huge int
-        defaults["doc_max_length"] = max_length
-    return defaults
+        return max_length
+    return None
 
 
 # haystack-mvr's sentence-transformers view modules (haystack_mvr.modeling.st_modules), by class name.

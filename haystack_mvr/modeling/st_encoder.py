@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
 from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
-from haystack_mvr.modeling.late_interaction import LateInteractionEncoder
+from haystack_mvr.modeling.late_interaction import TOKENS_MODE, LateInteractionEncoder
 from haystack_mvr.modeling.loading import (
     LoadOptions,
     is_late_interaction_checkpoint,
@@ -63,18 +63,6 @@ from haystack_mvr.validation import check_positive_int
 # A rough, generous characters-per-token for grouping long documents by the windows they will need (English
 # WordPiece averages 4-5; a smaller figure only makes groups smaller).
 CHARS_PER_TOKEN = 4
-
-
-def _module_options(options: LoadOptions) -> dict[str, dict[str, Any]]:
-    """``options`` as the module kwargs of sentence-transformers (``model_kwargs``, ``processor_kwargs``...)."""
-    own = {"trust_remote_code": options.trust_remote_code}  # what transformers may run, as the user said
-    hub = {"token": options.token, "revision": options.revision, "local_files_only": options.local_files_only}
-    hub = {k: v for k, v in hub.items() if v}
-    return {
-        "model_kwargs": {**options.model_kwargs, **own, **hub},
-        "processor_kwargs": {**options.tokenizer_kwargs, **own, **hub},
-        "config_kwargs": {**options.config_kwargs, **own, **hub},
-    }
 
 
 class MultiVectorEncoderAdapter(EncoderHost):
@@ -146,7 +134,7 @@ class MultiVectorEncoderAdapter(EncoderHost):
             if "doc_max_length" in defaults:  # sentence-transformers truncates both alike unless told otherwise
                 defaults.setdefault("query_max_length", defaults["doc_max_length"])
             config = MultiViewConfig(**{**defaults, **overrides, "mode": "snippet"})
-        return cls(encoder_from_config(config, name, device=device, **_module_options(options)))
+        return cls(encoder_from_config(config, name, device=device, **options.module_kwargs()))
 
     # -------------------------------------------------------------------------------------- properties
     def _transformer(self, role: str = "document") -> Transformer:
@@ -311,15 +299,16 @@ def open_encoder(
     - an older ``multi_view_config.json`` checkpoint (any mode): converted to such a model on load;
     - a late-interaction ``MultiVectorEncoder`` (ColBERT, PyLate, Stanford-NLP): a
       :class:`~haystack_mvr.modeling.late_interaction.LateInteractionEncoder` (token views, multi-vector queries);
-    - any other backbone: training-free snippet mode (a viewer mode would have random viewer tokens, and two
-      components would draw different ones: refused).
+    - any other backbone: training-free snippet mode, or with ``mode="tokens"`` its zero-shot token views
+      (:meth:`~haystack_mvr.modeling.late_interaction.LateInteractionEncoder.tokens`: one view per token, MaxSim);
+      a viewer mode would have random viewer tokens, and two components would draw different ones: refused.
 
     ``overrides`` (``MultiViewConfig`` fields) must agree with a checkpoint's saved configuration.
     """
     options = options or LoadOptions()
     if (Path(model) / CONFIG_NAME).is_file():
         refuse_overrides(model, MultiViewConfig.load(model), overrides)
-        return MultiVectorEncoderAdapter(checkpoint_encoder(model, device=device, **_module_options(options))).eval()
+        return MultiVectorEncoderAdapter(checkpoint_encoder(model, device=device, **options.module_kwargs())).eval()
     name, resolved = resolve_model(model, options)
     if is_late_interaction_checkpoint(name, resolved):
         if overrides:
@@ -331,10 +320,12 @@ def open_encoder(
         refuse_overrides(model, encoder.config, overrides)
         return encoder.eval()
     mode = overrides.pop("mode", "snippet")
+    if mode == TOKENS_MODE:
+        return LateInteractionEncoder.tokens(model, device=device, load_options=options, **overrides).eval()
     if mode != "snippet":
         msg = (
             f"{model!s} is not a trained multi-view checkpoint, so mode={mode!r} would use random viewer tokens. "
-            "Train one first (haystack-mvr train ...) and pass its directory, or use mode='snippet'."
+            "Train one first (haystack-mvr train ...) and pass its directory, or use mode='snippet' or mode='tokens'."
         )
         raise ValueError(msg)
     return MultiVectorEncoderAdapter.snippet(model, device=device, load_options=options, **overrides).eval()

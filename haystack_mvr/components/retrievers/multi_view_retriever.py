@@ -217,7 +217,7 @@ class MultiViewRetriever:
 
     def _check_query_form(self, query: Any, encoder: dict[str, Any] | None) -> None:
         """A late-interaction query must come whole (``packed_query_embedding``), and is ranked by document."""
-        late = bool(encoder) and encoder.get("mode") == "late_interaction"
+        late = bool(encoder) and encoder.get("scoring") == "maxsim"
         if late and np.ndim(query) == 1:
             msg = (
                 "A late-interaction (ColBERT) query is several vectors: connect MultiViewTextEmbedder's "
