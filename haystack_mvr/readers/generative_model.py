@@ -472,14 +472,18 @@ def _span_logprobs(
     """
     if not tokens:
         return [first[stop].logsumexp(-1)]
-    cache = out.past_key_values
+    # transformers 5.2x calls the key-value cache ``cache`` (in generate's output and forward's arguments); earlier
+    # releases ``past_key_values``
+    modern = "cache" in getattr(out, "__dataclass_fields__", {})
+    cache = out.cache if modern else out.past_key_values
     extra = cache.get_seq_length() - prompt
     if extra > 0:
         cache.crop(-extra)  # a negative count: that many tokens off the end (old and new transformers alike)
     device = out.sequences.device
     ids = torch.tensor([tokens], device=device)
     mask = torch.ones((1, prompt + len(tokens)), dtype=torch.long, device=device)
-    steps = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True).logits[0]
+    kept = {"cache": cache} if modern else {"past_key_values": cache}
+    steps = model(input_ids=ids, attention_mask=mask, use_cache=True, **kept).logits[0]
     steps = steps.float().log_softmax(-1)
     chosen = [first[tokens[0]], *(steps[i, t] for i, t in enumerate(tokens[1:]))]
     chosen.append(steps[len(tokens) - 1, stop].logsumexp(-1))

@@ -49,8 +49,8 @@ class GenerativeReader:
     ``answers[0].data`` check ``if answers`` already.)
 
     **Bad input.** ``query`` must be a string and ``documents`` a list of ``Document`` (a ``TypeError`` names the
-    argument). A question longer than half of ``max_prompt_tokens`` is cut to its first tokens (a warning says so),
-    so that the prompt stays within ``max_prompt_tokens`` plus the template. Text in the question or the passages that
+    argument). A question longer than half of what the template leaves of ``max_prompt_tokens`` is cut to its first
+    tokens (a warning says so): the prompt stays within ``max_prompt_tokens``, and the passages keep the other half. Text in the question or the passages that
     spells a token of the tokenizer (``<|im_start|>``, ``<|im_end|>``, ...) is masked before the prompt is built
     (``generative_model.mask_added_tokens``, which keeps character offsets): no passage can open or close a chat turn.
 
@@ -162,9 +162,10 @@ class GenerativeReader:
             return {"answers": []}
         if self._reader is None:
             self.warm_up()
-        from haystack_mvr.readers.generative_model import read_answer
+        from haystack_mvr.readers.generative_model import prompt_ids, read_answer
 
         model, tokenizer = self._reader  # type: ignore[misc]
+        template = len(prompt_ids(tokenizer, "", [""] * len(read)))  # the prompt without question and passages
         result = read_answer(
             model,
             tokenizer,
@@ -172,7 +173,7 @@ class GenerativeReader:
             [d.content for d in read],  # type: ignore[misc]
             max_new_tokens=self.max_new_tokens,
             max_length=self.max_prompt_tokens,
-            max_question_tokens=max(1, self.max_prompt_tokens // 2),
+            max_question_tokens=max(1, (self.max_prompt_tokens - template) // 2),
         )
         span = result.span
         if span is None:

@@ -143,7 +143,7 @@ def test_the_pipeline_and_the_component_answer_through_one_path_within_the_promp
 ):
     from transformers import AutoTokenizer
 
-    from haystack_mvr.readers.generative_model import fitted_prompt_ids, generate_answers, prompt_ids
+    from haystack_mvr.readers.generative_model import fitted_prompt_ids, generate_answers, prompt_ids, read_answer
 
     seen, watch = prompts_seen
     bare = len(prompt_ids(AutoTokenizer.from_pretrained(tiny_generative_reader), QUESTION, ["", "", ""]))
@@ -162,8 +162,13 @@ def test_the_pipeline_and_the_component_answer_through_one_path_within_the_promp
     alone = reader.run(query=QUESTION, documents=documents)["answers"][0]
     piped = pipeline.run({"reader": {"query": QUESTION, "documents": documents}})["reader"]["answers"][0]
     direct = generate_answers(model, tokenizer, [(QUESTION, LONG)], batch_size=1, max_length=budget)[0]
+    grounded = read_answer(model, tokenizer, QUESTION, LONG, max_length=budget)
 
     cut, expected = fitted_prompt_ids(tokenizer, QUESTION, LONG, budget)
     assert len(expected) <= budget and cut[2] == LONG[2] and len(cut[0]) < len(LONG[0])
-    assert seen == [[expected]] * 3  # the component, the pipeline and generate_answers: the same cut prompt
-    assert alone.data == piped.data == direct
+    # the component, the pipeline, generate_answers and read_answer: the same cut prompt
+    assert seen == [[expected]] * 4
+    assert grounded.generated == direct  # the same greedy answer, then snapped to a span of what was read
+    assert alone.data == piped.data == grounded.span.text
+    assert alone.meta["mvr_generated"] == direct and alone.meta == piped.meta
+    assert grounded.span.end <= len(cut[grounded.span.passage])  # within the part of the passage that was read
