@@ -5,7 +5,8 @@ Uses the real sentence-transformers/all-MiniLM-L6-v2 weights shipped by the ``gt
 view is one FAISS row, and the retriever ranks whole documents by their best view. The encoded store is saved
 under runs/quickstart-index and reused by later runs over the same corpus, model and sentence splitter. Each
 question is then answered by the reader that ships with haystack-mvr (SmolLM2-135M-Instruct + a LoRA adapter,
-built once into ~/.cache/haystack-mvr), reading the pieces ``MultiViewContextBuilder`` cut from the top documents.
+built once into ~/.cache/haystack-mvr), reading the pieces ``MultiViewContextBuilder`` cut from the top documents;
+each answer is a span of one of those pieces, printed with its score and its span in the source document.
 
     python examples/quickstart.py                       # the shared squad-mv corpus
     python examples/quickstart.py --corpus my.jsonl --question "..."   # your own {"id","title","text"} JSONL
@@ -87,8 +88,18 @@ def print_hits(question: str, documents: list) -> None:
 
 
 def print_answer(answers: list, pieces: list) -> None:
-    """The reader's answer and the pieces it read: each piece's source document and character span."""
-    print(f"  Answer: {answers[0].data if answers else '(none: no context was built)'}")
+    """
+    The reader's answer, a span of one piece it read: the answer, its score and where it stands in its source
+    document (``source.content[start:end] == answer``); then the pieces it read, each its source document and span.
+    """
+    if not answers:
+        print("  Answer: (none: no context was built)")
+    else:
+        answer = answers[0]
+        meta = answer.meta
+        start, end = meta.get("mvr_document_span", meta["mvr_answer_span"])
+        source = meta.get("mvr_document_id", meta["mvr_source_id"])
+        print(f"  Answer: {answer.data}  [score {meta['score']:.2f}; from {source} [{start}:{end}]]")
     for piece in pieces:
         start, end = piece.meta["mvr_source_span"]
         print(f"    read {piece.meta['mvr_source_id']} [{start}:{end}]: {textwrap.shorten(piece.content, 90)}")
