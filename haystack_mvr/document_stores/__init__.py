@@ -6,6 +6,7 @@ from haystack_mvr.document_stores.types import MultiViewDocumentStore, StoreStat
 __all__ = [
     "FaissMultiViewDocumentStore",
     "MultiViewDocumentStore",
+    "PgvectorMultiViewDocumentStore",
     "QdrantMultiViewDocumentStore",
     "StoreStats",
     "copy_documents",
@@ -13,8 +14,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Each backend's engine is optional (FAISS: the [cpu] or [gpu] extra; qdrant-client: the [qdrant] extra), so a
-    # backend is imported only when it is asked for, and a missing engine's error names its extra.
+    # Each backend's engine is optional (FAISS: the [cpu] or [gpu] extra; qdrant-client: the [qdrant] extra; psycopg
+    # and pgvector: the [pgvector] extra), so a backend is imported only when it is asked for, and a missing engine's
+    # error names its extra.
     if name == "FaissMultiViewDocumentStore":
         from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
@@ -23,5 +25,9 @@ def __getattr__(name: str) -> Any:
         from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
         return QdrantMultiViewDocumentStore
+    if name == "PgvectorMultiViewDocumentStore":
+        from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
+
+        return PgvectorMultiViewDocumentStore
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
