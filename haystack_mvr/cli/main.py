@@ -26,6 +26,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Train an extractive, Fusion-in-Decoder or generative (LoRA) reader.",
     ),
     "eval": ("haystack_mvr.cli.evaluate", "add_eval_parser", "Evaluate a model on a corpus and questions."),
+    "tune-queries": (
+        "haystack_mvr.cli.tune_queries",
+        "add_tune_queries_parser",
+        "Tune the query encoder against a frozen, saved index (no document is re-encoded).",
+    ),
     "convert": (
         "haystack_mvr.cli.convert",
         "add_convert_parser",

@@ -51,6 +51,8 @@ class EncoderHost:
     def __init__(self, model: MultiVectorEncoder) -> None:
         self.model = model
         self._identity: dict[str, Any] | None = None
+        # a query encoder tuned against a frozen index: the identity of the document encoder it was tuned against
+        self.tuned_for: dict[str, Any] | None = None
 
     @property
     def device(self) -> torch.device:

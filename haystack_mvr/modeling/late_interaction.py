@@ -33,6 +33,7 @@ from haystack_mvr.modeling.loading import (
     resolve_model,
     sentence_transformers_max_length,
 )
+from haystack_mvr.modeling.query_tuning_record import tuned_identity
 from haystack_mvr.modeling.snippets import Span
 from haystack_mvr.validation import check_positive_int
 
@@ -219,6 +220,8 @@ class LateInteractionEncoder(EncoderHost):
 
     def identity(self, model: str | Path) -> dict[str, Any]:
         """The JSON-able dict naming this encoder (``meta["mvr_encoder"]``, a store's ``encoder_config``)."""
+        if self._identity is None and self.tuned_for is not None:
+            self._identity = tuned_identity(self.tuned_for, self.fingerprint())
         if self._identity is None:
             self._identity = {
                 "mode": self.mode,

@@ -46,6 +46,7 @@ from haystack_mvr.modeling.loading import (
     resolve_model,
     sentence_transformers_defaults,
 )
+from haystack_mvr.modeling.query_tuning_record import read_tuned_record, tuned_identity
 from haystack_mvr.modeling.st_modules import (
     SPANS,
     SnippetTransformer,
@@ -160,6 +161,8 @@ class MultiVectorEncoderAdapter(EncoderHost):
         ``model`` (as the user gave it; the packaged MiniLM's folder by its hub id, so that no environment's path
         travels in a dumped pipeline) and :func:`~haystack_mvr.modeling.identity.encoder_identity` (computed once).
         """
+        if self._identity is None and self.tuned_for is not None:
+            self._identity = tuned_identity(self.tuned_for, self.fingerprint())
         if self._identity is None:
             self._identity = encoder_identity(self.config, self.fingerprint())
         return {"model": portable_model_name(str(model)), **self._identity}
@@ -306,6 +309,18 @@ def open_encoder(
     ``overrides`` (``MultiViewConfig`` fields) must agree with a checkpoint's saved configuration.
     """
     options = options or LoadOptions()
+    record = read_tuned_record(model)
+    if record is not None:  # a query encoder tuned against a frozen index (haystack-mvr tune-queries)
+        if overrides.get("mode", record["document_encoder"].get("mode")) != record["document_encoder"].get("mode"):
+            msg = f"{model!s} is a query encoder tuned for mode={record['document_encoder'].get('mode')!r} views."
+            raise ValueError(msg)
+        if record.get("kind") == "LateInteractionEncoder":
+            encoder = LateInteractionEncoder.load(model, device=device, load_options=options)
+            encoder.mode = record["document_encoder"].get("mode", encoder.mode)
+        else:
+            encoder = MultiVectorEncoderAdapter.load(model, device=device, load_options=options)
+        encoder.tuned_for = record["document_encoder"]
+        return encoder.eval()
     if (Path(model) / CONFIG_NAME).is_file():
         refuse_overrides(model, MultiViewConfig.load(model), overrides)
         return MultiVectorEncoderAdapter(checkpoint_encoder(model, device=device, **options.module_kwargs())).eval()

@@ -119,7 +119,7 @@ def bm25_negatives(
     return result
 
 
-def _padded(matrices: Sequence[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
+def padded_rows(matrices: Sequence[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """``(n, r_max, d)`` float32 rows padded with zeros and the ``(n, r_max)`` mask of the real ones."""
     rows = max((m.shape[0] for m in matrices), default=0)
     padded = np.zeros((len(matrices), max(rows, 1), dim), dtype=np.float32)
@@ -130,7 +130,7 @@ def _padded(matrices: Sequence[np.ndarray], dim: int) -> tuple[np.ndarray, np.nd
     return padded, mask
 
 
-def _maxsim(
+def maxsim_scores(
     queries: torch.Tensor, query_mask: torch.Tensor, views: torch.Tensor, view_mask: torch.Tensor
 ) -> torch.Tensor:
     """
@@ -145,7 +145,7 @@ def _maxsim(
     return best.reshape(b, m, -1).masked_fill(~query_mask[..., None], 0).sum(dim=1)
 
 
-def _blocks(encoded: Sequence[np.ndarray], rows: int, max_scores: int) -> list[tuple[int, int]]:
+def score_blocks(encoded: Sequence[np.ndarray], rows: int, max_scores: int) -> list[tuple[int, int]]:
     """``[start, end)`` runs of documents whose padded views times ``rows`` query vectors fit ``max_scores``."""
     out, start, width = [], 0, 0
     for i, e in enumerate(encoded):
@@ -199,17 +199,17 @@ def mine_negatives(
     )
     rows = min(query_chunk, len(query_views)) * max(q.shape[0] for q in query_views)
     blocks = []
-    for lo, hi in _blocks(encoded, rows, max_scores):
-        views, mask = _padded(encoded[lo:hi], dim)
+    for lo, hi in score_blocks(encoded, rows, max_scores):
+        views, mask = padded_rows(encoded[lo:hi], dim)
         blocks.append((torch.from_numpy(views).to(device), torch.from_numpy(mask).to(device)))
     k = min(len(corpus), depth + max(len(e.positive_ids) for e in queries.values()))
     result: dict[str, list[Passage]] = {}
     items = list(queries.items())
     for start in range(0, len(items), query_chunk):
         chunk, chunk_mask = (
-            torch.from_numpy(a).to(device) for a in _padded(query_views[start : start + query_chunk], dim)
+            torch.from_numpy(a).to(device) for a in padded_rows(query_views[start : start + query_chunk], dim)
         )
-        scores = torch.cat([_maxsim(chunk, chunk_mask, views, mask) for views, mask in blocks], dim=1)
+        scores = torch.cat([maxsim_scores(chunk, chunk_mask, views, mask) for views, mask in blocks], dim=1)
         top = scores.topk(k, dim=1).indices.cpu().tolist()
         for (qid, example), ranked in zip(items[start : start + query_chunk], top, strict=True):
             result[qid] = _select(example, ranked, corpus, num_negatives, text_of)

@@ -149,7 +149,14 @@ class MultiViewDocumentEmbedder:
     def warm_up(self) -> None:
         """Load the encoder (once; later calls do nothing)."""
         if self.encoder is None:
-            self.encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
+            encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
+            if encoder.tuned_for is not None:
+                msg = (
+                    f"{self.model!s} is a query encoder tuned against a frozen index (haystack-mvr tune-queries): "
+                    f"embed documents with the encoder that built that index, {encoder.tuned_for.get('model')!r}."
+                )
+                raise ValueError(msg)
+            self.encoder = encoder
 
     def _text_and_offset(self, doc: Document) -> tuple[str, int]:
         """The text to embed and where ``doc.content`` starts in it."""
