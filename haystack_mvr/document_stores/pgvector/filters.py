@@ -308,7 +308,7 @@ def _ordering(where: _Field, operator: str, value: Any, verify: list[Fragment]) 
                 sql.SQL(f" {operator} %s::jsonb, FALSE)"),  # the operator is one of the four above, never input
             ]
         ),
-        (*where.value.params, *where.value.params, Jsonb(value)),
+        (*where.value.params, *where.value.params, Jsonb(int(value) if isinstance(value, bool) else value)),
     )
     lower = any_of(numbers, _one_of(where, [b for b in (True, False) if compare(b, value)]))
     raising = _json_type(where.value, "string", "array", "object")  # Haystack raises on these

@@ -19,7 +19,6 @@ import psycopg
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from haystack_mvr.document_stores.pgvector import rows as row_codec
 from haystack_mvr.document_stores.pgvector.schema import Tables
@@ -129,7 +128,10 @@ def update_matching(conn: psycopg.Connection, tables: Tables, where: Fragment, m
     rows = _run(
         conn,
         compose(
-            "UPDATE {} d SET meta = d.meta || {}::jsonb WHERE {} RETURNING d.id", tables.documents, Jsonb(meta), where
+            "UPDATE {} d SET meta = d.meta || {}::jsonb WHERE {} RETURNING d.id",
+            tables.documents,
+            row_codec.as_jsonb(meta),
+            where,
         ),
     )
     return len(rows)

@@ -7,12 +7,15 @@ what JSONB cannot hold (non-finite numbers, NUL characters: refused naming the d
   of ``Document.to_dict`` (``blob``, ``sparse_embedding``, an ``embedding`` of its own), ``NULL`` when all are empty;
 - views table: ``(doc_id, view, span_start, span_end, embedding)`` for each of the ``(k, d)`` views.
 
-JSONB keeps numbers as decimals, so a float written as ``1e+22`` reads back as the integer it equals (``==`` holds).
+JSONB keeps numbers as decimals and prints them without an exponent, so a float of magnitude 1e16 or more (which
+JSON writes as ``1e+16``) would read back as an integer: :func:`as_jsonb` writes such a float as its exact integer
+value with ``.0`` (``10000000000000000.0``), which reads back as the same float.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -52,12 +55,37 @@ def _check_value(value: Any, where: str, field: str) -> None:
             _check_value(item, where, f"{field}[{i}]")
 
 
+def as_jsonb(value: Any) -> Jsonb:
+    """``value`` (JSON-able) as a JSONB parameter that reads back equal, and of the same types (see the module)."""
+    return Jsonb(value, dumps=_exact_dumps) if _has_big_float(value) else Jsonb(value)
+
+
+def _has_big_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return abs(value) >= 1e16
+    if isinstance(value, dict):
+        return any(_has_big_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_big_float(v) for v in value)
+    return False
+
+
+def _exact_dumps(value: Any) -> str:
+    if isinstance(value, float) and abs(value) >= 1e16 and math.isfinite(value):
+        return f"{int(value)}.0"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_exact_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_exact_dumps(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def document_row(prepared: PreparedDocument) -> tuple[Any, ...]:
     """``(id, content, meta, rest)`` of a prepared document."""
     document = prepared.document
     data = document.to_dict(flatten=False)
     rest = {k: data[k] for k in _REST_KEYS if data.get(k) is not None}
-    return document.id, document.content, Jsonb(document.meta), Jsonb(rest) if rest else None
+    return document.id, document.content, as_jsonb(document.meta), as_jsonb(rest) if rest else None
 
 
 def view_rows(prepared: PreparedDocument) -> list[tuple[Any, ...]]:
@@ -96,4 +124,4 @@ def as_matrix(vectors: list[Any]) -> np.ndarray:
     return np.asarray(np.stack(rows), dtype=np.float32)
 
 
-__all__ = ["as_matrix", "check_jsonb", "document_row", "stored_document", "view_rows", "with_first_view"]
+__all__ = ["as_jsonb", "as_matrix", "check_jsonb", "document_row", "stored_document", "view_rows", "with_first_view"]

@@ -91,8 +91,9 @@ def _relation_query(tables: Tables) -> Fragment:
     names = [tables.table, tables.table + "_views", tables.table + "_mvr"]
     return Fragment(
         sql.SQL(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = %s AND table_name = ANY(%s)"
+            "SELECT c.relname::text, a.attname::text FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s::text[]) AND a.attnum > 0 AND NOT a.attisdropped"
         ),
         (tables.schema, names),
     )
