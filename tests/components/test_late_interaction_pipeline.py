@@ -197,3 +197,12 @@ def test_token_match_scores_peak_where_the_query_tokens_cluster():
     scores = token_match_scores(views, query, window=8)
     assert int(scores.argmax()) == 31
     assert scores[3] < scores[31] and scores[15] == 0.0 and len(scores) == 40
+
+
+def test_run_batch_refuses_a_late_interaction_query_instead_of_ranking_its_first_token(tiny_colbert):
+    store = indexed_store(tiny_colbert)
+    embedder = MultiViewTextEmbedder(model=str(tiny_colbert))
+    out = embedder.run("Which river is the longest in Poland?")
+    retriever = MultiViewRetriever(document_store=store)
+    with pytest.raises(ValueError, match="several vectors"):
+        retriever.run_batch(query_embeddings=[out["embedding"]], encoder=out["encoder"])

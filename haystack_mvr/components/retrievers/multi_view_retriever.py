@@ -282,9 +282,17 @@ class MultiViewRetriever:
         :param top_k: How many documents per query, a positive integer (``None``: the init ``top_k``).
         :param encoder: The query encoder's identity, checked as in :meth:`run`.
         :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
+        :raises ValueError: for a late-interaction ``encoder`` (its queries are several vectors each: :meth:`run`
+            takes one whole), besides what :meth:`run` refuses.
         """
         top_k = self._top_k(top_k)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
+        if encoder and encoder.get("scoring") == "maxsim":
+            msg = (
+                "run_batch takes one vector per query, but a late-interaction (MaxSim) query is several vectors: "
+                "run each query through run() with its packed_query_embedding."
+            )
+            raise ValueError(msg)
         if encoder:
             self.document_store.check_query_encoder(encoder)
         if self.granularity == "snippet":  # one widening search per query
