@@ -72,12 +72,17 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--name", default="", help="a suffix for the results files")
+    parser.add_argument(
+        "--encoder-kwargs", default="{}", help='JSON encoder_kwargs: {"mode": "tokens"} for a backbone\'s token views'
+    )
 
 
 def token_corpus(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The model's token rows ``(n, d)`` (documents in order), each document's row count, and the first
     ``--queries`` dev questions' query vectors ``(q, m, d)``."""
-    docs, queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
+    docs, queries = squad_tokens(
+        args.model, args.cache_dir, args.batch_size, args.store, args.wiki, json.loads(args.encoder_kwargs)
+    )
     counts = np.array([len(d) for d in docs])
     rows = np.ascontiguousarray(np.concatenate(docs), dtype=np.float32)
     return rows, counts, np.ascontiguousarray(np.stack(queries[: args.queries]))

@@ -47,10 +47,16 @@ from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, writ
 
 
 def squad_tokens(
-    model: str, cache: Path, batch_size: int, store: Path | None = None, wiki: int = 0
+    model: str,
+    cache: Path,
+    batch_size: int,
+    store: Path | None = None,
+    wiki: int = 0,
+    encoder_kwargs: dict | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The ColBERT's token matrices of squad-mv's paragraphs (read from a saved ``store`` of them, or encoded) and of
-    the first ``wiki`` distractor passages, and its dev questions' query vectors, cached."""
+    the first ``wiki`` distractor passages, and its dev questions' query vectors, cached; ``encoder_kwargs``
+    ``{"mode": "tokens"}`` for a plain backbone's token views."""
     path = cache / f"squad-mv+{wiki}-tokens.npz"
     if path.exists():
         data = np.load(path)
@@ -62,7 +68,7 @@ def squad_tokens(
     from haystack_mvr.views import document_views
 
     data_dir = default_data_dir()
-    encoder = open_encoder(model, "cpu")
+    encoder = open_encoder(model, "cpu", **(encoder_kwargs or {}))
     _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
     if store is not None:  # the squad-mv store benchmarks/late_interaction.py saved: its token views, not encoded again
         from haystack_mvr.document_stores import FaissMultiViewDocumentStore
@@ -175,11 +181,16 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=None, help="a saved FAISS store of squad-mv's token views")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--name", default="", help="a suffix for the results files (e.g. .gold)")
+    parser.add_argument(
+        "--encoder-kwargs", default="{}", help='JSON encoder_kwargs: {"mode": "tokens"} for a backbone\'s token views'
+    )
     args = parser.parse_args()
     from haystack_mvr.document_stores import FaissMultiViewDocumentStore
     from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 
-    source, all_queries = squad_tokens(args.model, args.cache_dir, args.batch_size, args.store, args.wiki)
+    source, all_queries = squad_tokens(
+        args.model, args.cache_dir, args.batch_size, args.store, args.wiki, json.loads(args.encoder_kwargs)
+    )
     queries = all_queries[: args.queries]
     gold = gold_documents(len(queries))
     rows = []
