@@ -16,6 +16,7 @@ the async connection).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -135,6 +136,7 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
         self._lock = self._connection.lock
         self._opened = False
         self._recreated = False
+        self._index_ready = False
 
     # ------------------------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
@@ -173,9 +175,9 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
         state = self._adopt(schema.read_state(conn, self._tables))
         if state is None and self.embedding_dimension is not None:
             state = self._create_tables(conn)
+        self._opened = True
         if state is not None:
             self._ensure_index(conn, state)
-        self._opened = True
         return conn
 
     def _create_tables(self, conn: psycopg.Connection) -> TableState | None:
@@ -189,12 +191,15 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
                     schema.create_hnsw_index(conn, self._tables, self.hnsw_index_creation_kwargs or {})
         return self._adopt(schema.read_state(conn, self._tables))
 
-    def _ensure_index(self, conn: psycopg.Connection, state: TableState) -> None:
-        if self.search_strategy != "hnsw" or state.dim is None or schema.has_hnsw_index(conn, self._tables):
+    def _ensure_index(self, conn: psycopg.Connection, state: TableState | None) -> None:
+        """An HNSW store's index on the views, once they exist (another store may create the views table later)."""
+        if self.search_strategy != "hnsw" or self._index_ready or state is None or state.dim is None:
             return
-        with conn.transaction():
-            schema.lock_ddl(conn, self._tables)
-            schema.create_hnsw_index(conn, self._tables, self.hnsw_index_creation_kwargs or {})
+        if not schema.has_hnsw_index(conn, self._tables):
+            with conn.transaction():
+                schema.lock_ddl(conn, self._tables)
+                schema.create_hnsw_index(conn, self._tables, self.hnsw_index_creation_kwargs or {})
+        self._index_ready = True
 
     def _adopt(self, state: TableState | None) -> TableState | None:
         """Check the record as read against the store's options, and take its encoder."""
@@ -212,11 +217,14 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
     def _read(self, what: str, make: Callable[[TableState | None], Steps[_T]]) -> _T:
         """``make(record)``'s steps in one read-only transaction that reads the record first."""
         with self._lock, self._connection.lost_as_error(what):
-            return run(self._with_state(make), self._open())
+            conn = self._open()
+            if self.search_strategy == "hnsw" and not self._index_ready:
+                self._ensure_index(conn, schema.read_state(conn, self._tables))
+            return run(self._with_state(make), conn)
 
     async def _read_async(self, what: str, make: Callable[[TableState | None], Steps[_T]]) -> _T:
         """:meth:`_read` on the ``AsyncConnection``."""
-        if not self._opened:
+        if not self._opened or (self.search_strategy == "hnsw" and not self._index_ready):
             await _to_thread(self._locked_open)
         async with self._connection.async_lock():
             with self._connection.lost_as_error(what):
@@ -224,7 +232,9 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
 
     def _locked_open(self) -> None:
         with self._lock, self._connection.lost_as_error("connecting"):
-            self._open()
+            conn = self._open()
+            if self.search_strategy == "hnsw" and not self._index_ready:
+                self._ensure_index(conn, schema.read_state(conn, self._tables))
 
     def warm_up(self) -> None:
         """Connect now and read the table's record (its dimension and encoder), instead of at the first call."""
@@ -411,6 +421,7 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
                         conn.execute(schema.truncate(names))
             if recreate_index:
                 self._opened = False
+                self._index_ready = False
                 self._recreated = True
                 self._adopt(None)
                 self._open()
@@ -555,8 +566,6 @@ def _nothing(state: TableState | None) -> Steps[None]:
 
 
 async def _to_thread(call: Callable[..., _T], *args: Any) -> _T:
-    import asyncio
-
     return await asyncio.to_thread(call, *args)
 
 

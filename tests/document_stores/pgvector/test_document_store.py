@@ -302,3 +302,21 @@ def test_hnsw_keeps_the_exact_top_10_and_returns_every_match_of_a_selective_filt
     late = hnsw.search(queries[:4], top_k=10)  # MaxSim: candidates from each query vector's nearest views
     truth = exact.search(queries[:4], top_k=10)
     assert len({d.id for d in late} & {d.id for d in truth}) >= 9
+
+
+def _has_index(pg_uri: str, table: str) -> bool:
+    with psycopg.connect(pg_uri) as conn:
+        return (
+            conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [table + "_views_hnsw"]).fetchone()
+            is not None
+        )
+
+
+def test_an_hnsw_store_indexes_views_another_store_wrote(make_store, pg_uri):
+    hnsw = make_store(search_strategy="hnsw", hnsw_index_creation_kwargs={"m": 8, "ef_construction": 32})
+    assert hnsw.search([1.0, 0.0]) == []  # no views table yet: nothing to index
+    exact = make_store(table_name=hnsw.table_name)
+    exact.write_documents([_doc(f"d{i}", [[1, i]]) for i in range(3)])
+    assert not _has_index(pg_uri, hnsw.table_name)
+    assert [d.id for d in asyncio.run(hnsw.search_async([1.0, 0.0], top_k=2))] == ["d0", "d1"]
+    assert _has_index(pg_uri, hnsw.table_name)
