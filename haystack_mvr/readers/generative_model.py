@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +395,8 @@ class ReadAnswer:
     :param logprob: The mean log-probability the model gives the tokens of ``span.text`` and the end-of-turn token
         after them, as an answer to this prompt (``-inf`` without a span).
     :param prompt_tokens: The prompt's length in tokens.
+    :param token_logprobs: The log-probability of each token of ``span.text``, then of stopping after them: what
+        ``logprob`` is the mean of (empty without a span).
     """
 
     passages: list[str]
@@ -402,6 +404,7 @@ class ReadAnswer:
     span: AnswerSpan | None
     logprob: float
     prompt_tokens: int
+    token_logprobs: list[float] = field(default_factory=list)
 
 
 @torch.inference_mode()
@@ -456,10 +459,10 @@ def read_answer(
             chosen.append(steps[len(row), stop].logsumexp(-1))
         else:
             chosen = _span_logprobs(model, out, steps[0], len(prompt), tokens, stop)
-        logprob = float(torch.stack(chosen).mean())
+        token_logprobs = torch.stack(chosen).tolist()
     finally:
         model.train(was_training)
-    return ReadAnswer(read, generated, span, logprob, len(prompt))
+    return ReadAnswer(read, generated, span, sum(token_logprobs) / len(token_logprobs), len(prompt), token_logprobs)
 
 
 def _span_logprobs(

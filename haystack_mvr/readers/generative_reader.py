@@ -50,9 +50,10 @@ class GenerativeReader:
 
     **Bad input.** ``query`` must be a string and ``documents`` a list of ``Document`` (a ``TypeError`` names the
     argument). A question longer than half of what the template leaves of ``max_prompt_tokens`` is cut to its first
-    tokens (a warning says so): the prompt stays within ``max_prompt_tokens``, and the passages keep the other half. Text in the question or the passages that
-    spells a token of the tokenizer (``<|im_start|>``, ``<|im_end|>``, ...) is masked before the prompt is built
-    (``generative_model.mask_added_tokens``, which keeps character offsets): no passage can open or close a chat turn.
+    tokens (a warning says so): the prompt stays within ``max_prompt_tokens``, and the passages keep the other half.
+    Text in the question or the passages that spells a token of the tokenizer (``<|im_start|>``, ``<|im_end|>``, ...)
+    is masked before the prompt is built (``generative_model.mask_added_tokens``, which keeps character offsets): no
+    passage can open or close a chat turn.
 
     With no ``model`` it uses the reader that ships with haystack-mvr (SmolLM2-135M-Instruct + a LoRA adapter trained
     here), built once into ``cache_dir`` at the first ``warm_up``; ``model`` may name a folder of one's own (a merged

@@ -143,6 +143,9 @@ def test_min_score_is_serialized_and_checked(tiny_generative_reader):
     pipeline = Pipeline()
     pipeline.add_component("reader", reader)
     assert Pipeline.loads(pipeline.dumps()).get_component("reader").min_score == 0.25
+    from haystack_mvr.components.readers import generative_reader_pipeline
+
+    assert generative_reader_pipeline(tiny_generative_reader, min_score=0.25).get_component("reader").min_score == 0.25
     for bad in (-0.1, 1.5, "0.5", True):
         with pytest.raises(ValueError, match="min_score"):
             GenerativeReader(min_score=bad)
