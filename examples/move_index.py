@@ -1,4 +1,5 @@
-"""Move a multi-view index between stores without encoding it again: FAISS <-> Qdrant (a folder or a server).
+"""Move a multi-view index between stores without encoding it again: FAISS <-> Qdrant (a folder or a server) <->
+PostgreSQL + pgvector.
 
 Every document travels with all its views, snippet spans and the encoder record, in batches (memory: one batch of
 views beside the stores themselves), through ``haystack_mvr.document_stores.copy_documents``. ``--verify N`` then
@@ -10,13 +11,16 @@ ranked ids, scores, matched views and spans; the exit status is 1 when anything 
     python examples/move_index.py --from qdrant-path:runs/qdrant --index squad_mv --to faiss:runs/faiss-moved
     QDRANT_API_KEY=... python examples/move_index.py --from faiss:runs/quickstart-index \\
         --to qdrant-url:https://xyz.cloud.qdrant.io:6333 --index squad_mv --batch-size 512
+    PG_CONN_STR=postgresql://user:password@host:5432/db python examples/move_index.py \\
+        --from faiss:runs/quickstart-index --to pgvector:squad_mv --verify 20
 
 A store is ``faiss:FOLDER`` (a saved FaissMultiViewDocumentStore, or a folder where ``examples/quickstart.py`` or
 ``haystack-mvr eval --index-dir`` keeps its index, whose ``store/`` is read; as a target it is saved there, with
 ``--index-factory``), ``qdrant-path:FOLDER`` (qdrant-client's local mode; open only folders you wrote) or
-``qdrant-url:URL`` (a server or cluster; the API key from ``--api-key-env``). A source without documents (a missing
-or empty folder, another collection name) is an error that says what is there. The target must not hold these
-documents yet, unless ``--overwrite`` (which also resumes a copy that stopped midway).
+``qdrant-url:URL`` (a server or cluster; the API key from ``--api-key-env``) or ``pgvector:TABLE`` (a table of
+PostgreSQL with pgvector, the database named by the environment variable ``--pg-conn-env``). A source without
+documents (a missing or empty folder, another collection name) is an error that says what is there. The target must
+not hold these documents yet, unless ``--overwrite`` (which also resumes a copy that stopped midway).
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-KINDS = ("faiss", "qdrant-path", "qdrant-url")
+KINDS = ("faiss", "qdrant-path", "qdrant-url", "pgvector")
 
 
 def store_spec(text: str) -> tuple[str, str]:
     kind, sep, where = text.partition(":")
     if not sep or kind not in KINDS or not where:
-        msg = f"{text!r}: use faiss:FOLDER, qdrant-path:FOLDER or qdrant-url:URL"
+        msg = f"{text!r}: use faiss:FOLDER, qdrant-path:FOLDER, qdrant-url:URL or pgvector:TABLE"
         raise argparse.ArgumentTypeError(msg)
     return kind, where
 
@@ -75,6 +79,8 @@ def same_store(a: tuple[str, str], b: tuple[str, str]) -> bool:
         return False
     if a[0] == "qdrant-url":
         return a[1].rstrip("/") == b[1].rstrip("/")
+    if a[0] == "pgvector":  # one database (--pg-conn-env) on both sides
+        return a[1] == b[1]
     return Path(a[1]).resolve() == Path(b[1]).resolve()
 
 
@@ -89,6 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--index-factory", default="Flat", help="FAISS index of a FAISS target (e.g. 'HNSW32').")
     parser.add_argument("--api-key-env", default="QDRANT_API_KEY", help="Env var holding a Qdrant server's key.")
     parser.add_argument(
+        "--pg-conn-env", default="PG_CONN_STR", help="Env var holding the PostgreSQL connection string (pgvector:)."
+    )
+    parser.add_argument(
         "--verify", type=non_negative_int, default=0, metavar="N", help="Compare N random queries afterwards."
     )
     return parser.parse_args(argv)
@@ -101,6 +110,8 @@ def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: i
         if Path(where).exists():
             return FaissMultiViewDocumentStore(index_path=where)
         return FaissMultiViewDocumentStore(index_factory=args.index_factory)
+    if kind == "pgvector":
+        return open_pgvector(where, args, embedding_dim)
     try:
         import qdrant_client  # noqa: F401  (the store's optional dependency)
     except ImportError as e:
@@ -118,6 +129,23 @@ def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: i
         index=args.index,
         embedding_dim=embedding_dim,
         exact=True,  # --verify compares exact answers
+    )
+
+
+def open_pgvector(table: str, args: argparse.Namespace, embedding_dim: int | None) -> Any:
+    """A pgvector table (exact search, so that --verify compares exact answers)."""
+    try:
+        import pgvector  # noqa: F401  (the store's optional dependencies)
+        import psycopg  # noqa: F401
+    except ImportError as e:
+        msg = 'examples/move_index.py needs psycopg and pgvector: pip install "haystack-mvr[pgvector]"'
+        raise SystemExit(msg) from e
+    from haystack.utils import Secret
+
+    from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+
+    return PgvectorMultiViewDocumentStore(
+        connection_string=Secret.from_env_var(args.pg_conn_env), table_name=table, embedding_dimension=embedding_dim
     )
 
 
@@ -173,7 +201,7 @@ def open_source(kind: str, where: str, args: argparse.Namespace) -> tuple[Any, i
         if kind == "qdrant-path" and not Path(where).is_dir():
             raise SystemExit(f"{spec}: {where} does not exist (or is not a folder), so there is nothing to copy.")
         store = open_store(kind, where, args)
-        found = f"collection {args.index!r}"
+        found = f"table {where!r}" if kind == "pgvector" else f"collection {args.index!r}"
     count = store.count_documents_by_filter(args.filter) if args.filter else store.count_documents()
     if count:
         return store, count
@@ -182,6 +210,8 @@ def open_source(kind: str, where: str, args: argparse.Namespace) -> tuple[Any, i
         msg = f"{spec}: no documents match --filter {json.dumps(args.filter)} ({found} holds {total})."
     elif kind == "faiss":
         msg = f"{spec}: {found} holds no documents, so there is nothing to copy."
+    elif kind == "pgvector":
+        msg = f"{spec}: table {where!r} holds no documents (or does not exist), so there is nothing to copy."
     else:
         names = sorted(c.name for c in store.client.get_collections().collections)
         there = f"collections there: {', '.join(names)}" if names else "no collections there"

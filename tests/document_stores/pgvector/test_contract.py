@@ -35,7 +35,7 @@ class TestPgvectorExactContract(
     MultiViewExportTests,
     MultiViewPersistenceTests,
 ):
-    property_examples = 15
+    property_examples = 10
 
     @pytest.fixture
     def document_store(self, make_store):

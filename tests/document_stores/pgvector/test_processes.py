@@ -106,7 +106,7 @@ def test_two_processes_write_overwrite_and_search_one_table(make_store, pg_uri):
     store.write_documents([attach_views(Document(id="seed", content="s", meta={"k": 1}), np.ones((1, 8), np.float32))])
     body = """
         from haystack.document_stores.types import DuplicatePolicy
-        for batch in range(8):
+        for batch in range(5):
             docs = [doc(f"{sys.argv[2]}-{batch}-{i}", 1 + (batch + i) % 4) for i in range(6)]
             docs += [doc(f"shared-{i}", 1 + (batch * 3 + i) % 5) for i in range(3)]  # both processes overwrite these
             store.write_documents(docs, policy=DuplicatePolicy.OVERWRITE)
@@ -118,7 +118,7 @@ def test_two_processes_write_overwrite_and_search_one_table(make_store, pg_uri):
     for child in children:
         assert _finish(child).strip() == "done"
     views = _whole(pg_uri, store.table_name)
-    assert len(views) == 1 + 2 * 8 * 6 + 3
+    assert len(views) == 1 + 2 * 5 * 6 + 3
 
 
 def test_a_writer_killed_mid_batch_leaves_only_whole_committed_batches(make_store, pg_uri):
