@@ -678,10 +678,15 @@ def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
 def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path, monkeypatch):
     """Each version check taking 20 ms (NFS- or FUSE-like) made every load give up, "its current version kept
     changing (100 tries)", beside a process saving in a loop (issue 48): a reader pins the version it read, so its
-    first try succeeds and it gets the old or the new copy."""
+    first try succeeds and it gets the old or the new copy.
+
+    Each load waits, between reading CURRENT and locking the version it names, until a save has replaced that
+    version: what must hold is checked on every load however fast the machine, rather than counting the saves that
+    fit in a time."""
     _save(tmp_path, seed=0)
     real = pointer.read_pointer
     tries = []
+    replaced = []
 
     reader = threading.current_thread()
 
@@ -689,7 +694,10 @@ def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path,
         name = real(path)
         if threading.current_thread() is reader:
             tries.append(name)
-            time.sleep(0.02)  # between reading CURRENT and locking the version it names
+            deadline = time.monotonic() + 120  # a bound for a hung saver only: a save takes milliseconds
+            while real(path) == name and time.monotonic() < deadline:
+                time.sleep(0.001)
+            replaced.append(real(path) != name)
         return name
 
     monkeypatch.setattr(pointer, "read_pointer", slow)
@@ -704,7 +712,6 @@ def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path,
     thread = threading.Thread(target=saver)
     thread.start()
     try:
-        time.sleep(0.1)
         for _ in range(5):
             tries.clear()
             loaded = _load(tmp_path)
@@ -712,5 +719,8 @@ def test_a_slow_reader_beside_a_saver_in_a_loop_always_opens_a_version(tmp_path,
     finally:
         stop.set()
         thread.join()
-    assert len(saves) > 10  # the saver ran all along
-    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("v-")) == [current_version(tmp_path)]
+    assert replaced == [True] * 5  # every load's version was replaced by a save while it was being opened
+    assert len(saves) >= 5
+    monkeypatch.undo()
+    last = _save(tmp_path, seed=1)  # no reader now: the versions the loads held go
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("v-")) == [last] == [current_version(tmp_path)]

@@ -58,8 +58,10 @@ def _entries(path: Path) -> list[str]:
     return sorted(os.listdir(path))
 
 
-def _save_forever(path: Path, first_seed: int) -> None:
+def _save_forever(path: Path, first_seed: int, saving=None) -> None:
     seed = first_seed
+    if saving is not None:
+        saving.set()  # the parent's random delay starts from here, not from a fork a loaded machine may delay
     while True:
         _save(path, seed)
         seed += 1
@@ -74,8 +76,10 @@ def _kill_during_saves(tmp_path: Path, runs: int) -> None:
     save_seconds = time.perf_counter() - started
     leftovers, previous = 0, 0
     for run in range(runs):
-        child = FORK.Process(target=_save_forever, args=(store, 1000 * (run + 1)))
+        saving = FORK.Event()
+        child = FORK.Process(target=_save_forever, args=(store, 1000 * (run + 1), saving))
         child.start()
+        assert saving.wait(60)
         time.sleep(rng.uniform(0, 4 * save_seconds))
         os.kill(child.pid, signal.SIGKILL)
         child.join()

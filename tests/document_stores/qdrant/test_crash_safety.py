@@ -77,6 +77,20 @@ def kill_before_call(store, n):
         setattr(client, name, wrapped)
 
 
+def say_at_first_change(store, fd):
+    """Write ``go`` to ``fd`` just before the first call that changes the collection."""
+    client, said = store.client, []
+    for name in MUTATIONS:
+        method = getattr(client, name)
+
+        def wrapped(*args, _method=method, **kwargs):
+            if not said:
+                said.append(os.write(fd, b"go"))
+            return _method(*args, **kwargs)
+
+        setattr(client, name, wrapped)
+
+
 def assert_nothing_lost(folder, before, dim):
     store = QdrantMultiViewDocumentStore(path=str(folder))
     try:
@@ -154,7 +168,7 @@ def test_timed_kills_during_a_large_write(tmp_path):
                 os.close(read)
                 store = QdrantMultiViewDocumentStore(path=str(folder))
                 store.count_documents()
-                os.write(write, b"go")
+                say_at_first_change(store, write)  # the delay runs from the write's first change, not the fork
                 store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
             finally:
                 os._exit(0)
