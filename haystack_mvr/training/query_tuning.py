@@ -320,7 +320,7 @@ def tune_query_encoder(
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
         if log is not None:
