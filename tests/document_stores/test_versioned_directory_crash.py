@@ -19,6 +19,7 @@ from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
 from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
+from haystack_mvr.document_stores.versioned_folder import current_version
 
 FORK = multiprocessing.get_context("fork")
 ROWS, DIM = 2000, 64  # about 1 MB of vectors, written twice (array and index): a save takes a few ms
@@ -272,3 +273,59 @@ def test_a_save_waiting_too_long_for_another_names_it(tmp_path):
         release.set()
         thread.join()
     assert _save(tmp_path, seed=3)
+
+
+def _save_and_stop_while_removing(path: Path, seed: int) -> None:
+    from haystack_mvr.document_stores.versioned_folder import cleanup
+
+    real = cleanup._remove_unpinned
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGSTOP)  # holding .readers exclusively, as a saver stopped mid-removal does
+        return real(*args, **kwargs)
+
+    cleanup._remove_unpinned = stopped
+    _save(path, seed)
+
+
+def test_a_load_beside_a_saver_stopped_while_removing_old_versions_gives_up_and_names_it(tmp_path, monkeypatch):
+    """A saver SIGSTOPped while it removes old versions holds ``.readers``: a load waited on it forever."""
+    from haystack_mvr.document_stores.versioned_folder import reading
+
+    monkeypatch.setattr(reading, "PIN_WAIT", 0.5, raising=False)
+    _save(tmp_path, seed=1)
+    saver = FORK.Process(target=_save_and_stop_while_removing, args=(tmp_path, 2))
+    saver.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait for the saver to stop itself (state T in /proc)
+            with open(f"/proc/{saver.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.01)
+        outcome = []
+
+        def load() -> None:
+            try:
+                outcome.append(_load_and_check(tmp_path))
+            except DocumentStoreError as e:
+                outcome.append(e)
+
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+        loader.join(30)
+        assert not loader.is_alive(), "the load still waits on .readers"
+        (error,) = outcome
+        assert isinstance(error, DocumentStoreError), error
+        assert f"Process {saver.pid} holds {tmp_path / '.readers'}" in str(error)
+        assert "did not let go within 0.5 s" in str(error) and "Resume or stop that process" in str(error)
+        os.kill(saver.pid, signal.SIGCONT)
+        saver.join(60)
+        assert saver.exitcode == 0
+        assert _load_and_check(tmp_path) == 2  # the save finished once resumed, and loads again
+        assert _entries(tmp_path) == [".lock", ".readers", "CURRENT", current_version(tmp_path)]
+    finally:
+        if saver.is_alive():
+            os.kill(saver.pid, signal.SIGCONT)
+            saver.kill()
+            saver.join()

@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from haystack_mvr.document_stores.versioned_folder.pointer import (
 )
 
 _MAX_MANIFEST = 16 << 20
+PIN_WAIT = 10.0  # seconds a load waits for a save that is removing old versions (it holds .readers for a moment)
 _T = TypeVar("_T")
 
 
@@ -157,7 +159,7 @@ def _version_pinned(path: Path) -> Iterator[None]:
     """``.readers`` held shared while the caller reads ``CURRENT`` and locks the version it names, so that no save
     removes that version in between. A folder where the file cannot be opened or created (read-only, an older
     layout) is read without it: a load then retries when a save replaced its version."""
-    fcntl = fcntl_module()
+    fcntl_module()  # raises where the platform has no fcntl
     fd = None
     for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
         try:
@@ -167,11 +169,38 @@ def _version_pinned(path: Path) -> Iterator[None]:
             continue
     try:
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+            _flock_shared(fd, path / READERS)
         yield
     finally:
         if fd is not None:
             close_lock_fd(fd)
+
+
+def _flock_shared(fd: int, readers: Path) -> None:
+    """``.readers`` locked shared, waiting :data:`PIN_WAIT` seconds at most for a save removing old versions (which
+    holds it exclusively for a moment: renames, no file contents)."""
+    fcntl = fcntl_module()
+    deadline = time.monotonic() + PIN_WAIT
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        except OSError as e:
+            raise _os_error("lock", readers, e) from e
+    holder = "Another process"
+    with contextlib.suppress(OSError, ValueError):
+        holder = f"Process {int(os.pread(fd, 16, 0))}"
+    msg = (
+        f"{holder} holds {readers} (a save removing old versions of {readers.parent}) and did not let go within "
+        f"{PIN_WAIT:g} s: it may be stopped or hung. Resume or stop that process, then load again."
+    )
+    raise DocumentStoreError(msg)
 
 
 def _lock_current(path: Path) -> tuple[str, int, int]:

@@ -4,8 +4,10 @@ A folder holds versions, one of them current::
 
     path/.lock                  locked exclusively by a save: savers (processes and threads) take turns
     path/.readers               locked shared by a reader from reading CURRENT until it holds that version's lock,
-                                exclusively by a save while it removes old versions: a reader's version is never
-                                removed under it, however slow the file system, so a load never has to retry
+                                exclusively by a save while it renames old versions aside: a reader's version is
+                                never removed under it, however slow the file system, so a load never has to retry
+                                (a load waits ``reading.PIN_WAIT`` seconds at most for a save holding it, then
+                                names that process: one stopped or hung mid-removal does not block loads forever)
     path/CURRENT                the current version's name, ``v-`` + 32 hex digits (replaced atomically, last)
     path/v-<hex>/.lock          locked shared by every reader of that version, for as long as it reads
     path/v-<hex>/manifest.json  the caller's metadata and each file's size and block checksums (see ``manifest``)
