@@ -130,6 +130,8 @@ def state_steps(tables: Tables, *, lock: str | None = None) -> Steps[TableState 
         msg = f"{tables.name}: its record table {tables.table}_mvr is empty; use another table_name or recreate_table."
         raise TableMismatchError(msg)
     state = _state(rows[0][0], tables)
+    if lock is not None:  # the locked row may be a newer version than the tables listed before the wait: list again
+        found = _columns((yield _relation_query(tables)))
     _check_columns(found, tables, state)
     return state
 

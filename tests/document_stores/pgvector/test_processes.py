@@ -102,13 +102,14 @@ def test_another_process_reads_what_this_one_wrote_and_the_other_way(make_store,
 
 
 def test_two_processes_write_overwrite_and_search_one_table(make_store, pg_uri):
-    store = make_store()
-    store.write_documents([attach_views(Document(id="seed", content="s", meta={"k": 1}), np.ones((1, 8), np.float32))])
+    store = make_store()  # the tables do not exist yet: both children create them at once
     body = """
-        from haystack.document_stores.types import DuplicatePolicy
+        import dataclasses
+        encoder = {"model": "enc-shared"}
         for batch in range(5):
             docs = [doc(f"{sys.argv[2]}-{batch}-{i}", 1 + (batch + i) % 4) for i in range(6)]
             docs += [doc(f"shared-{i}", 1 + (batch * 3 + i) % 5) for i in range(3)]  # both processes overwrite these
+            docs = [dataclasses.replace(d, meta={**d.meta, "mvr_encoder": encoder}) for d in docs]
             store.write_documents(docs, policy=DuplicatePolicy.OVERWRITE)
             hits = store.search(rng.normal(size=8).tolist(), top_k=5)
             assert len(hits) == 5 and len({h.id for h in hits}) == 5
@@ -118,7 +119,9 @@ def test_two_processes_write_overwrite_and_search_one_table(make_store, pg_uri):
     for child in children:
         assert _finish(child).strip() == "done"
     views = _whole(pg_uri, store.table_name)
-    assert len(views) == 1 + 2 * 5 * 6 + 3
+    assert len(views) == 2 * 5 * 6 + 3
+    assert store.encoder_config is None and store.count_documents() == len(views)
+    assert store.encoder_config == {"model": "enc-shared"}  # recorded once, read back
 
 
 def test_a_writer_killed_mid_batch_leaves_only_whole_committed_batches(make_store, pg_uri):
