@@ -2,7 +2,7 @@
 span of what it read, precision at 50 / 80 / 100% coverage by its score, and how often it abstains when the context
 lacks the gold paragraph.
 
-    python -m benchmarks.answers_grounded --questions 150 --threads 1      # about 4 min at 1 thread, index built
+    python -m benchmarks.answers_grounded --questions 150 --threads 1      # about 7 min at 1 thread, index built
     python -m benchmarks.answers_grounded --index-dir runs/quickstart-index --questions 150 --threads 1
 
 Context: squad-mv dev questions (``split_by_article``; a fixed sample, seed 0, as benchmarks/rag_answers.py draws
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import time
 from pathlib import Path
@@ -131,6 +132,7 @@ def main() -> None:
     reader.warm_up()
     lm, tokenizer = reader._reader  # type: ignore[misc]
 
+    loads = os.getloadavg()[:1]
     records: list[dict[str, Any]] = []
     no_gold: list[dict[str, Any]] = []
     grounded_ms, plain_ms = [], []
@@ -157,6 +159,7 @@ def main() -> None:
             print(f"{n + 1}/{len(questions)} questions", flush=True)
 
     payload = summarize(records, no_gold, grounded_ms, plain_ms, args)
+    payload["load_average"] = [round(x, 2) for x in (*loads, *os.getloadavg())]  # 1-min load at start, then at end
     payload["machine"] = machine_label(threads=args.threads, detail=f"torch {torch.__version__}, reader auto precision")
     stem = RESULTS / f"answers_grounded.{args.name}"
     write_results(stem, payload, markdown=markdown(payload))
@@ -229,7 +232,8 @@ def markdown(p: dict[str, Any]) -> str:
         "Written by `python -m benchmarks.answers_grounded` (see its docstring). Shipped generative reader; "
         "multi-view top 10, then `MultiViewContextBuilder`.",
         "",
-        f"Machine: {p['machine']}.",
+        f"Machine: {p['machine']}; load average {p['load_average'][0]} at the start, "
+        f"{' / '.join(map(str, p['load_average'][1:]))} (1 / 5 / 15 min) at the end.",
         "",
         "| answer | EM | F1 |",
         "|---|---:|---:|",
