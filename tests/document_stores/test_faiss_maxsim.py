@@ -137,3 +137,29 @@ def test_the_shortlist_keeps_the_documents_ranked_best_across_the_query_vectors(
     assert _shortlist(found, 2).tolist() == [1, 5]  # 1 is in every list, 5 in two near the top
     assert _shortlist(found, 10).tolist() == [1, 5, 9, 7, 2]  # all of them, still best first
     assert _shortlist([np.zeros(0, dtype=np.int64)], 3).tolist() == []
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_maxsim_query_whose_scores_could_pass_float32_is_refused(sign):
+    """Views and query vectors under the 1e18 norm limit, but 2,000 query vectors: MaxSim sums past float32's 3.4e38,
+    and a Flat search returned documents the filter excludes, with infinite scores."""
+    store = FaissMultiViewDocumentStore(embedding_dim=4)
+    rng = np.random.default_rng(0)
+    docs = []
+    for i in range(6):
+        views = rng.standard_normal((3, 4))
+        views *= 0.9e18 / np.linalg.norm(views, axis=1, keepdims=True)
+        docs.append(Document(id=f"d{i}", content="x", meta={"mvr_views": views.tolist(), "group": i % 2}))
+    store.write_documents(docs)
+    query = np.full((2000, 4), sign * 0.45e18)
+    with pytest.raises(
+        ValueError, match=r"query_embedding: its 2000 vectors' L2 norms sum to 1\.8e\+21, above the 1e\+20"
+    ):
+        store.search(query, top_k=6, filters={"field": "meta.group", "operator": "==", "value": 1})
+    assert store.count_documents() == 6  # nothing stored is lost
+    found = store.search(query[:100], top_k=6, filters={"field": "meta.group", "operator": "==", "value": 1})
+    assert [d.meta["group"] for d in found] == [1, 1, 1]  # within the bound: finite, filtered, exact
+    for doc in found:
+        held = np.asarray(docs[int(doc.id[1:])].meta["mvr_views"], dtype=np.float32)
+        assert np.isfinite(doc.score)
+        assert doc.score == float((held @ query[:100].astype(np.float32).T).max(axis=0).sum())

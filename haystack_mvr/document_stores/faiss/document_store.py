@@ -27,6 +27,7 @@ from haystack_mvr.document_stores.checks import (
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line, stored_id
 from haystack_mvr.document_stores.faiss.filter_queries import FilterQueries
+from haystack_mvr.document_stores.faiss.view_checks import maxsim_query_problem
 from haystack_mvr.document_stores.faiss.view_index import (
     NON_FINITE,
     InvalidViews,
@@ -72,7 +73,9 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
     - **More than 4,096 views** (``MAX_VIEWS``; the label keeps 12 bits for the view): split the document, or encode
       it with fewer, longer snippets.
     - **A view with a NaN, an infinity or an L2 norm above 1e18** (``MAX_NORM``; queries too): two such vectors'
-      inner product passes float32's 3.4e38 and scores would be infinite. Embeddings have norms near 1.
+      inner product passes float32's 3.4e38 and scores would be infinite. Embeddings have norms near 1. Likewise a
+      multi-vector query whose vectors' norms sum above 1e20 (``MAX_MAXSIM_NORM_SUM``) is refused: MaxSim adds one
+      inner product per vector.
     - **Meta that JSON cannot hold** (``date``, ``set``, ``bytes``, objects, non-string keys), naming the field, since
       :meth:`save` writes meta as JSON; numpy numbers (``np.float32``, ``np.int64``, ``np.bool_``) are stored as
       the Python numbers they hold.
@@ -421,6 +424,10 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
                 msg = f"query_embedding must hold at least one vector, got shape {np.shape(query_embedding)}."
                 raise ValueError(msg)
             if len(query) > 1:
+                problem = maxsim_query_problem(query)
+                if problem is not None:
+                    msg = f"query_embedding: {problem}."
+                    raise ValueError(msg)
                 return self._search(query, top_k, filters, return_embedding, batch=False, maxsim=True)[0]
             return self._search(query, top_k, filters, return_embedding, batch=False)[0]
         queries = self._validate_queries(query_embedding, batch=False)

@@ -8,6 +8,9 @@ import numpy as np
 # (whose largest value is 3.4e38), so scores, and the fusion and thresholds that use them, stay finite.
 MAX_NORM = 1e18
 MAX_SQUARED_NORM = MAX_NORM * MAX_NORM
+# The largest sum of a multi-vector query's L2 norms: MaxSim adds one inner product per query vector, each at most
+# that vector's norm times MAX_NORM, so a score stays within 1e38 (float32 holds 3.4e38) whatever the store holds.
+MAX_MAXSIM_NORM_SUM = 1e20
 NON_FINITE = "contain NaN or infinite values"
 # A row whose squared L2 norm is this close to 1 counts as unit-length (float32 normalisation leaves ~1e-7).
 UNIT_TOLERANCE = 1e-4
@@ -43,6 +46,19 @@ def views_problem(matrix: np.ndarray, row_name: str = "view") -> str | None:
     return (
         f"{row_name} {row} has an L2 norm of {norms[row]:.3g}, above the {MAX_NORM:.0e} the store accepts (inner "
         f"products could pass float32's 3.4e38 and give infinite scores); normalise the {row_name}s"
+    )
+
+
+def maxsim_query_problem(query: np.ndarray) -> str | None:
+    """What is wrong with a multi-vector query ``(m, d)`` (each row already within ``MAX_NORM``) for MaxSim, or
+    ``None``: its rows' L2 norms must sum to at most ``MAX_MAXSIM_NORM_SUM``, so that no score passes float32."""
+    total = float(np.sqrt(np.einsum("ij,ij->i", query, query, dtype=np.float64)).sum())
+    if total <= MAX_MAXSIM_NORM_SUM:
+        return None
+    return (
+        f"its {len(query)} vectors' L2 norms sum to {total:.3g}, above the {MAX_MAXSIM_NORM_SUM:.0e} a multi-vector "
+        f"query may have (MaxSim adds one inner product per vector: scores could pass float32's 3.4e38 and rank "
+        f"documents wrongly); normalise the query's vectors"
     )
 
 
