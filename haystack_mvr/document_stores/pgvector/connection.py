@@ -203,8 +203,9 @@ class Connection:
                 raise
             self.drop()
             msg = (
-                f"Lost the connection to PostgreSQL at {self.where} during {what} ({one_line(e, '')}); nothing of an "
-                "unfinished write was committed. The next call connects again."
+                f"Lost the connection to PostgreSQL at {self.where} during {what} ({one_line(e, '')}); the server "
+                "rolled back what was not committed (a break during the commit itself may have let a write complete: "
+                "write it again with DuplicatePolicy.OVERWRITE to be sure). The next call connects again."
             )
             raise ConnectionLostError(msg) from None
 

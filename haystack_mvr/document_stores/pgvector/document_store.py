@@ -329,7 +329,7 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
         chosen = row_writes.apply_policy(batch.documents, policy)
         if not chosen:
             return 0
-        with self._lock, self._connection.lost_as_error("a write (rolled back)"):
+        with self._lock, self._connection.lost_as_error("a write"):
             conn = self._open()
             before = schema.read_state(conn, self._tables)
             if before is None:
