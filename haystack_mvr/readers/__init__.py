@@ -4,8 +4,11 @@ The readers' wing: everything that turns retrieved context into an answer, from 
 - ``base_model``: where the generative reader's base comes from (standard library only);
 - ``generative_prompt``: the generative reader's prompt, one for training and serving (jinja2 only);
 - ``generative_model``: loading, merging and running the generative reader (torch and transformers, no haystack),
-  with :func:`~haystack_mvr.readers.generative_model.generate_answers` its one inference path; its passages are cut
-  to the prompt's budget by ``haystack_mvr.modeling.token_budget``;
+  with :func:`~haystack_mvr.readers.generative_model.generate_answers` its batch path and
+  :func:`~haystack_mvr.readers.generative_model.read_answer` the same decoding for one question, grounded and scored;
+  its passages are cut to the prompt's budget by ``haystack_mvr.modeling.token_budget``;
+- ``answer_span``: snapping a generated answer to the span of the passages that matches it best (standard library
+  only), so that every answer is text the reader read;
 - ``shipped``: the reader that ships inside this package and the local folder it is built into;
 - ``generative_reader``: ``GenerativeReader``, the Haystack component that answers with it;
   ``generative_pipeline``: ``generative_reader_pipeline`` (that component in a ``Pipeline``) and

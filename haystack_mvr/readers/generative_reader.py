@@ -39,7 +39,7 @@ class GenerativeReader:
       writes them): ``source.content[start:end] == answer.data``;
     - ``score``: the model's mean token probability for the span and the end-of-turn after it (geometric mean,
       ``mvr_answer_logprob`` its log) times how well the span matches what was generated (``mvr_match``: 1.0 when
-      the generated text is in a passage as it is); in (0, 1], higher is surer;
+      the generated text is in a passage as it is); in [0, 1], higher is surer;
     - ``mvr_generated``: the text as generated, before it was snapped; ``reader``: the reader's folder or
       ``"shipped"``.
 
