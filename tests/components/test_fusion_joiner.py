@@ -116,3 +116,53 @@ def test_fusion_joiner_round_trips_in_a_pipeline():
     assert (joiner.sources, joiner.fusion, joiner.weights, joiner.top_k) == (["bm25", "dense"], "rrf", [1.0, 3.0], 4)
     out = joiner.run(bm25=ranked("a", 2.0, 1.0), dense=ranked("b", 2.0, 1.0))["documents"]
     assert [d.id for d in out] == ["b0", "b1", "a0", "a1"]
+
+
+# ------------------------------------------------------------------------- issue 57's first-week defects
+def test_huge_finite_weights_are_normalised_without_overflow():
+    joiner = FusionJoiner(["bm25", "dense"], weights=[1e308, 1e308])
+    assert joiner._weights == [0.5, 0.5] and joiner.weights == [1e308, 1e308]
+    assert FusionJoiner(["bm25", "dense"], weights=[1e308, 1.5e308])._weights == pytest.approx([0.4, 0.6])
+    out = joiner.run(bm25=ranked("a", 2.0, 1.0), dense=ranked("b", 2.0, 1.0))["documents"]
+    assert [d.score for d in out] == [0.5, 0.5, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [np.array([1.0, 3.0]), np.array([1, 3], dtype=np.int64), np.array([1, 3], dtype=np.float32), [np.int32(1), 3.0]],
+    ids=["float64-array", "int64-array", "float32-array", "numpy-scalars"],
+)
+def test_numpy_weights_are_accepted_like_numpy_scores(weights):
+    joiner = FusionJoiner(["bm25", "dense"], weights=weights)
+    assert joiner._weights == [0.25, 0.75]
+    assert joiner.to_dict()["init_parameters"]["weights"] == [1.0, 3.0]
+    assert all(type(w) is float for w in joiner.to_dict()["init_parameters"]["weights"])  # YAML-safe
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [[None, 1.0], [[0.5], [0.5]], {"bm25": 0.5, "dense": 0.5}, "ab", 0.5, np.array([[0.5, 0.5]]), [np.bool_(1), 1.0]],
+    ids=["none-value", "nested", "dict", "string", "scalar", "2-d-array", "numpy-bool"],
+)
+def test_malformed_weights_are_refused_naming_weights(weights):
+    with pytest.raises(ValueError, match=r"^weights must be"):
+        FusionJoiner(["bm25", "dense"], weights=weights)
+
+
+def test_a_source_named_self_works():
+    joiner = FusionJoiner(["self", "dense"], fusion="rrf")
+    out = joiner.run(self=ranked("a", 2.0), dense=ranked("b", 2.0))["documents"]
+    assert [d.id for d in out] == ["a0", "b0"]
+    pipeline = Pipeline()
+    pipeline.add_component("joiner", joiner)
+    out = pipeline.run({"joiner": {"self": ranked("a", 2.0), "dense": []}})["joiner"]["documents"]
+    assert [d.id for d in out] == ["a0"]
+
+
+def test_a_fused_document_does_not_share_its_meta_with_its_input():
+    given = [Document(id="a", content="a", score=1.0, meta={"tags": ["x"], "source": "bm25"})]
+    (fused,) = FusionJoiner(["bm25", "dense"]).run(bm25=given, dense=[])["documents"]
+    assert fused is not given[0] and fused.meta is not given[0].meta
+    fused.meta["source"] = "fused"
+    fused.meta["tags"].append("y")
+    assert given[0].meta == {"tags": ["x"], "source": "bm25"}
