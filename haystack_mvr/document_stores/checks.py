@@ -105,6 +105,11 @@ def _check_condition(cond: Any, where: str, depth: int) -> None:
         _bad(f"{where}: a comparison needs 'field' and 'value' (missing {missing}).")
     if not isinstance(cond["field"], str):
         _bad(f"{where}: 'field' must be a string, got {type(cond['field']).__name__} ({_short(cond['field'])}).")
+    if operator in (">", ">=", "<", "<=") and isinstance(cond["value"], (dict, list, tuple, set)):
+        _bad(
+            f"{where}: operator {operator!r} compares with a number, a string or a date, not a "
+            f"{type(cond['value']).__name__} ({_short(cond['value'])})."
+        )
 
 
 def _short(value: Any, limit: int = 80) -> str:

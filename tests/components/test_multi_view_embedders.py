@@ -7,6 +7,7 @@ from haystack import Document
 from haystack.utils import ComponentDevice, Secret
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
+from haystack_mvr.errors import InvalidRequestError
 from haystack_mvr.modeling.loading import ModelNotFoundError
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, document_views
 from tests.conftest import build_tiny_backbone, old_host_outputs, save_tiny_checkpoint
@@ -83,9 +84,25 @@ def test_text_embedder_to_dict_and_back():
             "tokenizer_kwargs": None,
             "config_kwargs": None,
             "embedding_output": "both",
+            "max_chars": 4096,
         },
     }
     assert MultiViewTextEmbedder.from_dict(data).to_dict() == data
+    older = {**data, "init_parameters": {k: v for k, v in data["init_parameters"].items() if k != "max_chars"}}
+    assert MultiViewTextEmbedder.from_dict(older).max_chars == 4096  # a pipeline saved before max_chars
+
+
+def test_text_embedder_refuses_a_query_over_max_chars_before_loading_anything():
+    """A 1 MB query was silently cut to the encoder's first tokens (issue 57): only the HTTP wrapper had a limit."""
+    embedder = MultiViewTextEmbedder(model="no/such-model")  # never loaded: the check comes first
+    with pytest.raises(InvalidRequestError, match=r"a query of 1000000 characters, more than max_chars=4096") as e:
+        embedder.run("word " * 200_000)
+    assert "word" not in str(e.value)
+    with pytest.raises(InvalidRequestError, match="more than max_chars=10"):
+        MultiViewTextEmbedder(model="no/such-model", max_chars=10).run("x" * 11)
+    with pytest.raises(ValueError, match="max_chars"):
+        MultiViewTextEmbedder(max_chars=0)
+    assert MultiViewTextEmbedder(max_chars=None).max_chars is None
 
 
 def test_invalid_batch_size():

@@ -11,12 +11,14 @@ from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.checks import (
     check_batch_size,
     check_encoder_config,
+    check_filters,
     check_optional_positive_int,
     check_positive_int,
     check_query_dimension,
     check_top_k,
     document_dimension_message,
 )
+from haystack_mvr.errors import InvalidFilterError
 
 NOT_POSITIVE = [0, -1, True, False, 1.0, 2.5, "3", None, [1]]
 
@@ -122,3 +124,11 @@ def test_a_batch_with_two_encoders_is_refused_by_both_stores():
     for store in (FaissMultiViewDocumentStore(), QdrantMultiViewDocumentStore()):
         with pytest.raises(ValueError, match=r"^Document 'b' was encoded by \{'mode': 'b'\} but other documents"):
             store.write_documents(docs)
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1], (1,), {1}])
+@pytest.mark.parametrize("operator", [">", ">=", "<", "<="])
+def test_an_ordering_against_a_container_is_a_client_error(operator, value):
+    """A dict value raised Haystack's bare TypeError (a 500 when served), a list value its FilterError (issue 57)."""
+    with pytest.raises(InvalidFilterError, match=rf"operator '{operator}' compares with a number, a string or a date"):
+        check_filters({"field": "meta.year", "operator": operator, "value": value})

@@ -267,12 +267,47 @@ def test_the_callers_mistakes_are_client_errors(tiny_server, payload, reason):
 
 
 def test_a_query_over_the_limit_is_refused_before_it_is_logged(tiny_server):
-    """A 1 MB query answered 200 and was logged whole at INFO (issue 48)."""
+    """A 1 MB query answered 200 and was logged whole at INFO (issue 48); then its 422 echoed the whole query back
+    (issue 57)."""
     marker = "unlikelyword"
-    status, body = request(tiny_server.port, "/mvr_search/run", {"query": marker * (1_000_000 // len(marker))})
+    status, body = request(tiny_server.port, "/mvr_search/run", {"query": marker * (1_200_000 // len(marker))})
     assert status == 422 and "4096" in str(body["detail"]), (status, str(body)[:500])
-    time.sleep(0.5)
+    assert len(json.dumps(body)) < 1000, str(body)[:500]  # the reason, not the query
+    assert "1200000 characters" in body["detail"]
     assert tiny_server.log.read_text(errors="replace").count(marker) < 100  # nothing near the query was logged
+
+
+def test_the_yaml_deploy_refuses_an_oversized_query_and_logs_a_bounded_line(tiny_server):
+    """A 1.2 MB query was answered 200 (the embedder cut it silently) and logged whole at INFO (issue 57)."""
+    marker = "yamlmarkerword"
+    query = marker * (1_200_000 // len(marker))
+    status, body = request(tiny_server.port, "/mvr_search_yaml/run", {**YAML_REQUEST, "query": query})
+    assert status == 500 and "more than max_chars=4096" in body["detail"], (status, str(body)[:500])
+    assert len(json.dumps(body)) < 2000, str(body)[:500]
+    log = tiny_server.log.read_text(errors="replace")
+    assert "Running pipeline" in log and log.count(marker) < 100  # Hayhooks' own line, its params cut
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ({"top_k": True}, "valid integer"),  # was answered as top_k 1
+        ({"top_k": 10**9}, "top_k must be at most 100"),  # returned the whole index
+        ({"filters": {"field": "meta.title", "operator": ">", "value": {"a": 1}}}, "not a dict"),  # was 500
+        ({"filters": {"field": "meta.title", "operator": "<=", "value": [1]}}, "not a list"),
+    ],
+    ids=["top_k-true", "top_k-huge", "greater-than-dict", "at-most-list"],
+)
+def test_more_of_the_callers_mistakes_are_bounded_client_errors(tiny_server, payload, reason):
+    status, body = request(tiny_server.port, "/mvr_search/run", {"query": "river", **payload})
+    assert status == 422 and reason in str(body["detail"]), (status, body)
+
+
+def test_a_long_filter_value_is_not_echoed_whole(tiny_server):
+    value = "v" * 200_000
+    filters = {"field": "meta.title", "operator": ">", "value": [value]}
+    status, body = request(tiny_server.port, "/mvr_search/run", {"query": "river", "filters": filters})
+    assert status == 422 and len(json.dumps(body)) < 1000, (status, str(body)[:500])
 
 
 def test_a_yaml_deploy_answers_a_callers_mistake_with_500(tiny_server):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
 EMBEDDING_OUTPUTS = ("both", "list", "packed")
+MAX_CHARS = 4096  # the default longest query: far above what a query encoder reads (64 tokens by default)
 
 
 @component
@@ -61,6 +62,7 @@ class MultiViewTextEmbedder:
         tokenizer_kwargs: dict[str, Any] | None = None,
         config_kwargs: dict[str, Any] | None = None,
         embedding_output: str = "both",
+        max_chars: int | None = MAX_CHARS,
     ) -> None:
         """
         Create a MultiViewTextEmbedder.
@@ -87,6 +89,10 @@ class MultiViewTextEmbedder:
             ``packed_embedding``, the default), ``"packed"`` (``packed_embedding`` only: the README's query pipeline,
             whose result then holds only the retriever's documents) or ``"list"`` (``embedding`` only). ``encoder``
             is always there. Connecting an output the setting leaves out fails at ``connect``.
+        :param max_chars: The longest query, in characters (``prefix`` and ``suffix`` not counted); a longer one is
+            refused with ``InvalidRequestError`` before it is tokenised, rather than silently cut (the encoder reads
+            its first ``query_max_length`` tokens only: a pasted page would be searched by its first line).
+            ``None``: no limit.
 
         A model that cannot be found (a missing folder; a hub id neither cached nor reachable, offline or with
         ``HF_HUB_OFFLINE=1``) fails at ``warm_up`` at once with ``ModelNotFoundError`` naming it and the packaged
@@ -103,6 +109,9 @@ class MultiViewTextEmbedder:
             outputs["packed_embedding"] = str
         component.set_output_types(self, **outputs, encoder=dict[str, Any])
         check_positive_int("batch_size", batch_size)
+        if max_chars is not None:
+            check_positive_int("max_chars", max_chars)
+        self.max_chars = max_chars
         self.model = str(model)
         self.device = ComponentDevice.resolve_device(device)
         self.batch_size = batch_size
@@ -134,6 +143,7 @@ class MultiViewTextEmbedder:
             encoder_kwargs=self.encoder_kwargs,
             **serialize_loading_parameters(self),
             embedding_output=self.embedding_output,
+            max_chars=self.max_chars,
         )
 
     @classmethod
@@ -159,7 +169,8 @@ class MultiViewTextEmbedder:
             ``meta["mvr_encoder"]`` does; connect it to ``MultiViewRetriever``'s ``encoder`` input to catch a query
             encoder that differs from the one the store was built with.
         :raises TypeError: if ``text`` is not a string.
-        :raises haystack_mvr.errors.InvalidRequestError: (a ``ValueError``) if ``text`` is empty or only whitespace.
+        :raises haystack_mvr.errors.InvalidRequestError: (a ``ValueError``) if ``text`` is empty or only whitespace,
+            or longer than ``max_chars`` (the message gives both lengths, never the text).
         """
         if not isinstance(text, str):
             msg = (
@@ -169,6 +180,12 @@ class MultiViewTextEmbedder:
             raise TypeError(msg)
         if not text.strip():
             msg = "MultiViewTextEmbedder got an empty query."
+            raise InvalidRequestError(msg)
+        if self.max_chars is not None and len(text) > self.max_chars:
+            msg = (
+                f"MultiViewTextEmbedder got a query of {len(text)} characters, more than max_chars={self.max_chars}: "
+                f"shorten it (the encoder reads only its first tokens), or raise max_chars."
+            )
             raise InvalidRequestError(msg)
         self.warm_up()
         assert self.encoder is not None

