@@ -130,7 +130,9 @@ def state_steps(tables: Tables, *, lock: str | None = None) -> Steps[TableState 
         msg = f"{tables.name}: its record table {tables.table}_mvr is empty; use another table_name or recreate_table."
         raise TableMismatchError(msg)
     state = _state(rows[0][0], tables)
-    if lock is not None:  # the locked row may be a newer version than the tables listed before the wait: list again
+    if lock is not None or _missing_columns(found, tables, state):
+        # the record may be newer than the tables listed before it (a writer created the views table and recorded
+        # its dimension in between; a locked read waited for it): list them again, as they are now
         found = _columns((yield _relation_query(tables)))
     _check_columns(found, tables, state)
     return state
@@ -169,13 +171,17 @@ def check_state(state: TableState, tables: Tables, dim: int | None, encoder: dic
         raise TableMismatchError(msg)
 
 
-def _check_columns(found: dict[str, set[str]], tables: Tables, state: TableState) -> None:
-    """The tables have the columns this store reads (a table of another schema under the same name is refused)."""
+def _missing_columns(found: dict[str, set[str]], tables: Tables, state: TableState) -> list[tuple[str, list[str]]]:
     expected = [(tables.table, _DOCUMENT_COLUMNS)]
     if state.dim is not None:
         expected.append((tables.table + "_views", _VIEW_COLUMNS))
-    for table, columns in expected:
-        missing = sorted(columns - found.get(table, set()))
+    missing = [(table, sorted(columns - found.get(table, set()))) for table, columns in expected]
+    return [(table, columns) for table, columns in missing if columns]
+
+
+def _check_columns(found: dict[str, set[str]], tables: Tables, state: TableState) -> None:
+    """The tables have the columns this store reads (a table of another schema under the same name is refused)."""
+    for table, missing in _missing_columns(found, tables, state):
         if missing:
             msg = (
                 f"{tables.name}: {tables.schema}.{table} lacks the columns {missing} of a haystack-mvr table (another "

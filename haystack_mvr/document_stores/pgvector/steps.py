@@ -4,7 +4,8 @@ A step is a :class:`~haystack_mvr.document_stores.pgvector.sql_fragments.Fragmen
 executes it and sends back its rows (a list of tuples). The generator's return value is the read's result. So the
 search, the filter resolution and the reads of documents have one implementation, run by :func:`run` on the
 store's ``psycopg.Connection`` and by :func:`run_async` on its ``AsyncConnection``, each inside one read-only
-transaction (search settings such as ``hnsw.ef_search`` are set for that transaction only).
+``REPEATABLE READ`` transaction: every step reads the same snapshot, so a document and its views always come from
+the same committed write, and search settings such as ``hnsw.ef_search`` are set for that transaction only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from haystack_mvr.document_stores.pgvector.sql_fragments import Fragment
 
 _T = TypeVar("_T")
 Steps = Generator[Fragment, list[tuple[Any, ...]], _T]
+#: The first statement of a read's transaction: one snapshot for all its steps, no writes.
+_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 def drive(steps: Steps[_T], conn: psycopg.Connection) -> _T:
@@ -33,16 +36,16 @@ def drive(steps: Steps[_T], conn: psycopg.Connection) -> _T:
 
 
 def run(steps: Steps[_T], conn: psycopg.Connection) -> _T:
-    """Run ``steps`` on ``conn`` in one read-only transaction; their result."""
+    """Run ``steps`` on ``conn`` in one read-only snapshot transaction; their result."""
     with conn.transaction():
-        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute(_SNAPSHOT)
         return drive(steps, conn)
 
 
 async def run_async(steps: Steps[_T], conn: psycopg.AsyncConnection) -> _T:
     """:func:`run` on an ``AsyncConnection``."""
     async with conn.transaction():
-        await conn.execute("SET TRANSACTION READ ONLY")
+        await conn.execute(_SNAPSHOT)
         try:
             step = next(steps)
             while True:

@@ -106,9 +106,14 @@ def search_steps(
     assert state is not None
     where = yield from reads.resolve(tables, plan)
     if options.strategy == "hnsw":
-        yield compose("SELECT set_config('hnsw.iterative_scan', {}, true)", "relaxed_order")
-        if options.ef_search is not None:
-            yield compose("SELECT set_config('hnsw.ef_search', {}, true)", str(options.ef_search))
+        if options.ef_search is None:
+            yield compose("SELECT set_config('hnsw.iterative_scan', {}, true)", "relaxed_order")
+        else:
+            yield compose(
+                "SELECT set_config('hnsw.iterative_scan', {}, true), set_config('hnsw.ef_search', {}, true)",
+                "relaxed_order",
+                str(options.ef_search),
+            )
     candidates = []
     for query in queries:
         if options.strategy == "hnsw":
