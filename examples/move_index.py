@@ -20,7 +20,9 @@ A store is ``faiss:FOLDER`` (a saved FaissMultiViewDocumentStore, or a folder wh
 ``qdrant-url:URL`` (a server or cluster; the API key from ``--api-key-env``) or ``pgvector:TABLE`` (a table of
 PostgreSQL with pgvector, the database named by the environment variable ``--pg-conn-env``). A source without
 documents (a missing or empty folder, another collection name) is an error that says what is there. The target must
-not hold these documents yet, unless ``--overwrite`` (which also resumes a copy that stopped midway).
+not hold these documents yet, unless ``--overwrite`` (which also resumes a copy that stopped midway; ``--verify``
+then compares it when every document the target held is the source's). A target that refuses the copy (another
+dimension or encoder) is one line, and what it held is kept.
 """
 
 from __future__ import annotations
@@ -293,6 +295,22 @@ def verify(source: Any, target: Any, dim: int | None, count: int, copied: dict[s
     return failed + differ
 
 
+def kept_message(spec: str, error: BaseException) -> str:
+    """The one line a refused target exits with: the error's first line, and that nothing of it changed."""
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"{spec}: {first} What the target held before is kept."
+
+
+def held_outside_source(source: Any, target: Any, filters: dict[str, Any] | None, batch_size: int) -> int:
+    """How many of the documents ``target`` holds the source does not (among those matching ``filters``)."""
+    outside = 0
+    for batch in target.export_documents(batch_size=batch_size):
+        ids = [doc.id for doc in batch]
+        found = source.count_documents_by_filter(_and(filters, {"field": "id", "operator": "in", "value": ids}))
+        outside += len(ids) - found
+    return outside
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if same_store(args.source, args.target):
@@ -313,9 +331,12 @@ def main(argv: list[str] | None = None) -> int:
 
     source, _ = open_source(*args.source, args)
     dim = dimension(source)
-    target = open_store(*args.target, args, embedding_dim=dim)
     spec = ":".join(args.target)
-    held = target.count_documents()
+    try:  # a Qdrant collection of another dimension is refused as it opens
+        target = open_store(*args.target, args, embedding_dim=dim)
+        held = target.count_documents()
+    except (ValueError, DocumentStoreError) as e:
+        raise SystemExit(kept_message(spec, e)) from None
     if held and not args.overwrite:
         msg = (
             f"{spec} already holds {held} documents: nothing was copied. --overwrite adds these to them (a document "
@@ -323,15 +344,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         raise SystemExit(msg)
     if held and args.verify:
-        msg = f"--verify compares the target with the source: {spec} held {held} documents before the copy."
-        raise SystemExit(msg)
+        outside = held_outside_source(source, target, args.filter, args.batch_size)
+        if outside:  # a resumed copy holds only the source's documents: those compare; others would not
+            msg = (
+                f"--verify compares the target with the source: {spec} held {held} documents before the copy, "
+                f"{outside} of them not in the source{' (matching --filter)' if args.filter else ''}."
+            )
+            raise SystemExit(msg)
+        print(f"{spec} holds {held} of the source's documents (a copy that stopped midway): resuming it.")
     policy = DuplicatePolicy.OVERWRITE if args.overwrite else DuplicatePolicy.FAIL
     started = time.perf_counter()
     try:
         copied = copy_documents(source, target, batch_size=args.batch_size, filters=args.filter, policy=policy)
     except (ValueError, DocumentStoreError) as e:  # another dimension or encoder: what the target holds is kept
-        first = str(e).splitlines()[0]
-        raise SystemExit(f"{spec}: {first} What the target held before is kept.") from None
+        raise SystemExit(kept_message(spec, e)) from None
     if args.target[0] == "faiss":
         target.save(args.target[1])
     seconds = time.perf_counter() - started

@@ -165,3 +165,38 @@ def test_a_late_interaction_index_moves_faiss_to_qdrant_and_back_verified(tmp_pa
     expected, got = original.search(query, top_k=5), reloaded.search(query, top_k=5)
     assert [h.id for h in got] == [h.id for h in expected]
     assert [h.meta["mvr_matched_spans"] for h in got] == [h.meta["mvr_matched_spans"] for h in expected]
+
+
+def test_into_a_qdrant_collection_of_another_dimension_is_one_line_and_kept(tmp_path, move_index):
+    """It ended in a CollectionMismatchError traceback: opening the target ran outside the one-line handling
+    (issue 57)."""
+    source, other = _saved(tmp_path / "a", ["x"], dim=8), _saved(tmp_path / "o", ["p", "q"], dim=4)
+    qdrant = f"qdrant-path:{tmp_path / 'qdrant'}"
+    assert move_index.main(["--from", f"faiss:{other}", "--to", qdrant, "--index", "moved"]) == 0
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as error:
+            move_index.main(["--from", f"faiss:{source}", "--to", qdrant, "--index", "moved", *extra])
+        message = str(error.value.code)
+        assert "\n" not in message and message.startswith(f"{qdrant}: "), message
+        assert "What the target held before is kept" in message
+    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+
+    kept = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"), index="moved")
+    try:
+        assert kept.count_documents() == 2
+    finally:
+        kept.close()
+
+
+def test_a_resumed_copy_can_be_verified(tmp_path, move_index, capsys):
+    """A copy that stopped midway, resumed with --overwrite, could no longer be --verify-ed at all (issue 57): what
+    the target holds is all the source's, so the comparison is sound."""
+    source = _saved(tmp_path / "a", [f"d{i}" for i in range(12)], dim=8)
+    whole = FaissMultiViewDocumentStore(index_path=str(source))
+    part = FaissMultiViewDocumentStore(index_factory="Flat")
+    part.write_documents(whole.filter_documents({"field": "id", "operator": "in", "value": ["d0", "d1", "d2"]}))
+    part.save(tmp_path / "b")  # what a copy that stopped after its first batch left
+    args = ["--from", f"faiss:{source}", "--to", f"faiss:{tmp_path / 'b'}", "--overwrite", "--verify", "3"]
+    assert move_index.main(args) == 0
+    out = capsys.readouterr().out
+    assert "Copied 12 documents" in out and "Verified: 12 documents in both stores." in out and "0 differ" in out
