@@ -320,3 +320,36 @@ def test_an_hnsw_store_indexes_views_another_store_wrote(make_store, pg_uri):
     assert not _has_index(pg_uri, hnsw.table_name)
     assert [d.id for d in asyncio.run(hnsw.search_async([1.0, 0.0], top_k=2))] == ["d0", "d1"]
     assert _has_index(pg_uri, hnsw.table_name)
+
+
+def test_readers_never_see_half_an_overwrite(make_store):
+    """A writer overwrites documents with another number of views while a second store searches: every result's
+    views are one write's (their count is the one its meta records)."""
+    writer = make_store()
+    reader = make_store(table_name=writer.table_name)
+    rng = np.random.default_rng(3)
+
+    def batch(round_: int) -> list[Document]:
+        return [_doc(f"d{i}", rng.normal(size=(1 + (round_ + i) % 4, 8)), k=1 + (round_ + i) % 4) for i in range(20)]
+
+    writer.write_documents(batch(0))
+    stop = threading.Event()
+
+    def overwrite() -> None:
+        from haystack.document_stores.types import DuplicatePolicy
+
+        round_ = 1
+        while not stop.is_set():
+            writer.write_documents(batch(round_), policy=DuplicatePolicy.OVERWRITE)
+            round_ += 1
+
+    thread = threading.Thread(target=overwrite)
+    thread.start()
+    try:
+        for _ in range(40):
+            for hit in reader.search(rng.normal(size=8), top_k=20, return_embedding=True):
+                assert len(hit.meta["mvr_views"].matrix) == hit.meta["k"], hit.id
+    finally:
+        stop.set()
+        thread.join(30)
+    assert reader.count_documents() == 20
