@@ -83,6 +83,8 @@ def squad_tokens(
             texts = [json.loads(line)["text"] for line in itertools.islice(f, wiki)]
         docs += [d.views for d in encoder.encode_documents(texts, batch_size=batch_size)]
     queries = encoder.query_views([q.question for q in dev[:200]])
+    width = max(len(q) for q in queries)  # zero rows pad a shorter query: each adds 0 to every MaxSim
+    queries = [np.pad(q, ((0, width - len(q)), (0, 0))) for q in queries]
     cache.mkdir(parents=True, exist_ok=True)
     np.savez(
         path,
