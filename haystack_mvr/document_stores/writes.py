@@ -82,6 +82,24 @@ def document_id_list(document_ids: Any) -> list[str]:
     return ids
 
 
+def already_stored_message(doc_id: str) -> str:
+    """The ``DuplicateDocumentError`` message of a ``FAIL`` write whose document ``doc_id`` is stored already."""
+    return (
+        f"ID '{doc_id}' already exists. Nothing of this batch was written; pass policy=DuplicatePolicy.OVERWRITE "
+        "to replace it, or DuplicatePolicy.SKIP to keep the stored one."
+    )
+
+
+def repeated_in_batch_message(doc_id: str) -> str:
+    """The ``DuplicateDocumentError`` message of a ``FAIL`` write that holds document ``doc_id`` twice or more (none
+    stored yet)."""
+    return (
+        f"ID '{doc_id}' is duplicated within this batch: it appears more than once (nothing of the batch was "
+        "written). Write each id once, or pass policy=DuplicatePolicy.OVERWRITE (the last copy is kept) or "
+        "DuplicatePolicy.SKIP (the first is kept)."
+    )
+
+
 def prepare_documents(documents: Any) -> PreparedBatch:
     """
     Every document of a write (any iterable of ``Document``) prepared by :func:`prepare_document`, and the batch's

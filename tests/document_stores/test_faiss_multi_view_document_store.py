@@ -448,3 +448,15 @@ def test_results_are_copies_that_cannot_change_the_store(document_store):
     assert again.meta[SPANS_KEY] == [[0, 11], [12, 24]] and again.meta["lang"] == "en"
     assert again.meta[MATCHED_VIEW_KEY] == 1 and again.meta[MATCHED_TEXT_KEY] == "Second part."
     assert again.score == pytest.approx(1.0)
+
+
+def test_a_duplicate_id_within_one_batch_says_so_and_names_the_policies():
+    """On an empty store it was reported as "already exists", with no DuplicatePolicy hint (issue 57)."""
+    store = FaissMultiViewDocumentStore(embedding_dim=2)
+    with pytest.raises(DuplicateDocumentError, match=r"ID 'd1' is duplicated within this batch") as error:
+        store.write_documents([multi_view_doc(0, [[1, 0]]), multi_view_doc(1, [[0, 1]]), multi_view_doc(1, [[1, 1]])])
+    assert "already exists" not in str(error.value) and "DuplicatePolicy.OVERWRITE" in str(error.value)
+    assert store.count_documents() == 0
+    store.write_documents([multi_view_doc(0, [[1, 0]])])
+    with pytest.raises(DuplicateDocumentError, match=r"ID 'd0' already exists\. .*DuplicatePolicy\.OVERWRITE"):
+        store.write_documents([multi_view_doc(0, [[0, 1]]), multi_view_doc(0, [[1, 1]])])  # stored: that comes first

@@ -41,7 +41,13 @@ from haystack_mvr.document_stores.faiss.view_index import (
 from haystack_mvr.document_stores.faiss.write_batch import invalid_views_error, prepare_batch
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.types import StoreStats
-from haystack_mvr.document_stores.writes import document_id_list, document_list, json_meta
+from haystack_mvr.document_stores.writes import (
+    already_stored_message,
+    document_id_list,
+    document_list,
+    json_meta,
+    repeated_in_batch_message,
+)
 from haystack_mvr.views import (
     ENCODER_KEY,
     SPANS_KEY,
@@ -272,9 +278,10 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
             batch: dict[str, int] = {}  # id -> its position in written: the last copy of each id
             dropped = []  # skipped, or replaced by a later copy in the batch: validated, never added
             for at, doc_id in enumerate(written.ids):
-                exists = doc_id in self._documents or doc_id in batch
+                stored = doc_id in self._documents
+                exists = stored or doc_id in batch
                 if exists and policy == DuplicatePolicy.FAIL:
-                    msg = f"ID '{doc_id}' already exists."
+                    msg = already_stored_message(doc_id) if stored else repeated_in_batch_message(doc_id)
                     raise DuplicateDocumentError(msg)
                 if exists and policy == DuplicatePolicy.SKIP:
                     dropped.append(at)

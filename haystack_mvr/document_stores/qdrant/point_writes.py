@@ -18,7 +18,11 @@ from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.converters import MAX_MULTIVECTOR_FLOATS
 from haystack_mvr.document_stores.qdrant.filters import EMPTY_LIST_KEY
 from haystack_mvr.document_stores.qdrant.point_reads import scroll_points
-from haystack_mvr.document_stores.writes import PreparedDocument
+from haystack_mvr.document_stores.writes import (
+    PreparedDocument,
+    already_stored_message,
+    repeated_in_batch_message,
+)
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY
 
 #: Numbers (views x dimension) per upsert request at most, besides ``write_batch_size`` points: one maximal
@@ -34,7 +38,8 @@ def apply_policy(
 
     :param client: The client of the collection ``index``, to look up the ids stored already; ``None`` while the
         collection does not exist (nothing is stored).
-    :raises DuplicateDocumentError: under ``FAIL``, for an id stored already or repeated in the batch.
+    :raises DuplicateDocumentError: under ``FAIL``, for an id stored already, or repeated in the batch (each with
+        its own message and the ``DuplicatePolicy`` that would take it).
     """
     ids = [p.document.id for p in prepared]
     existing: set[str] = set()
@@ -43,11 +48,13 @@ def apply_policy(
         found = client.retrieve(index, ids=list(by_point), with_payload=False, with_vectors=False)
         existing = {by_point[str(r.id)] for r in found}
     if policy == DuplicatePolicy.FAIL:
-        repeated = {i for i in ids if ids.count(i) > 1} if len(set(ids)) < len(ids) else set()
-        clash = sorted(existing | repeated)
-        if clash:
-            msg = f"ID '{clash[0]}' already exists."
-            raise DuplicateDocumentError(msg)
+        if existing:
+            raise DuplicateDocumentError(already_stored_message(sorted(existing)[0]))
+        seen: set[str] = set()
+        for i in ids:
+            if i in seen:
+                raise DuplicateDocumentError(repeated_in_batch_message(i))
+            seen.add(i)
         return prepared
     if policy == DuplicatePolicy.SKIP:
         chosen: dict[str, PreparedDocument] = {}

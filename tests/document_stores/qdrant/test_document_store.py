@@ -450,3 +450,20 @@ def test_folder_client_released_by_a_finalizer_inside_acquire_does_not_deadlock(
     worker.join(timeout=30)
     assert not worker.is_alive()
     assert list(registry._open) == [str((tmp_path / "b").resolve())]
+
+
+@pytest.mark.parametrize("where", ["memory", "path"])
+def test_a_duplicate_id_within_one_batch_says_so_and_names_the_policies(where, tmp_path):
+    """On an empty store it was reported as "already exists", with no DuplicatePolicy hint (issue 57)."""
+    place = {"location": ":memory:"} if where == "memory" else {"path": str(tmp_path / "q")}
+    store = QdrantMultiViewDocumentStore(embedding_dim=2, **place)
+    try:
+        with pytest.raises(DuplicateDocumentError, match=r"ID 'd1' is duplicated within this batch") as error:
+            store.write_documents([doc(0, [[1, 0]]), doc(1, [[0, 1]]), doc(1, [[1, 1]])])
+        assert "already exists" not in str(error.value) and "DuplicatePolicy.OVERWRITE" in str(error.value)
+        assert store.count_documents() == 0
+        store.write_documents([doc(0, [[1, 0]])])
+        with pytest.raises(DuplicateDocumentError, match=r"ID 'd0' already exists\. .*DuplicatePolicy\.OVERWRITE"):
+            store.write_documents([doc(0, [[0, 1]]), doc(0, [[1, 1]])])
+    finally:
+        store.close()
