@@ -13,6 +13,7 @@ error the transaction rolls back, so no reader ever sees half a document and a f
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -37,7 +38,11 @@ def apply_policy(prepared: list[PreparedDocument], policy: DuplicatePolicy) -> l
     if policy == DuplicatePolicy.FAIL:
         if len(set(ids)) < len(ids):
             repeated = sorted({i for i in ids if ids.count(i) > 1})
-            msg = f"ID '{repeated[0]}' already exists."
+            msg = (
+                f"ID '{repeated[0]}' is duplicated within this batch: it appears more than once (nothing of the batch "
+                "was written). Write each id once, or pass policy=DuplicatePolicy.OVERWRITE (the last copy is kept) "
+                "or DuplicatePolicy.SKIP (the first is kept)."
+            )
             raise DuplicateDocumentError(msg)
         return prepared
     if policy == DuplicatePolicy.SKIP:
@@ -63,13 +68,12 @@ def write_rows(
     if policy == DuplicatePolicy.FAIL:
         existing = _run(conn, compose("SELECT id FROM {} WHERE id = ANY({}::text[])", tables.documents, ids))
         if existing:
-            msg = f"ID '{sorted(r[0] for r in existing)[0]}' already exists."
-            raise DuplicateDocumentError(msg)
+            raise DuplicateDocumentError(_already_stored(sorted(r[0] for r in existing)[0]))
         try:
             _run(conn, insert)
         except psycopg.errors.UniqueViolation as e:  # another writer inserted one of these ids meanwhile
-            msg = f"A document of this batch was written by another client meanwhile: {e.diag.message_detail}"
-            raise DuplicateDocumentError(msg) from None
+            found = re.match(r"Key \(id\)=\((.*)\) already exists", e.diag.message_detail or "")
+            raise DuplicateDocumentError(_already_stored(found.group(1) if found else ids[0])) from None
         written = chosen
     elif policy == DuplicatePolicy.SKIP:
         inserted = {r[0] for r in _run(conn, _append(insert, " ON CONFLICT (id) DO NOTHING RETURNING id"))}
@@ -135,6 +139,13 @@ def update_matching(conn: psycopg.Connection, tables: Tables, where: Fragment, m
         ),
     )
     return len(rows)
+
+
+def _already_stored(doc_id: str) -> str:
+    return (
+        f"ID '{doc_id}' already exists. Nothing of this batch was written; pass policy=DuplicatePolicy.OVERWRITE "
+        "to replace it, or DuplicatePolicy.SKIP to keep the stored one."
+    )
 
 
 def _append(fragment: Fragment, text: str) -> Fragment:

@@ -353,3 +353,29 @@ def test_readers_never_see_half_an_overwrite(make_store):
         stop.set()
         thread.join(30)
     assert reader.count_documents() == 20
+
+
+def test_a_duplicate_inserted_by_another_writer_meanwhile_is_a_duplicate_error(make_store, monkeypatch):
+    """FAIL checks the ids, then inserts: an id another writer inserted in between is caught by the primary key."""
+    from haystack.document_stores.errors import DuplicateDocumentError
+
+    from haystack_mvr.document_stores.pgvector import row_writes
+
+    store = make_store()
+    store.write_documents([_doc("a", [[1, 0]])])
+    other = make_store(table_name=store.table_name)
+    real_run = row_writes._run
+    raced = []
+
+    def racing_run(conn, fragment):
+        rows = real_run(conn, fragment)
+        if not raced and "SELECT id FROM" in fragment.text.as_string(conn) and not rows:  # checked: race it once
+            raced.append(True)
+            other.write_documents([_doc("b", [[0, 1]])])
+        return rows
+
+    monkeypatch.setattr(row_writes, "_run", racing_run)
+    with pytest.raises(DuplicateDocumentError, match="ID 'b' already exists"):
+        store.write_documents([_doc("c", [[1, 1]]), _doc("b", [[1, 1]])])
+    monkeypatch.undo()
+    assert sorted(d.id for d in store.filter_documents()) == ["a", "b"]
