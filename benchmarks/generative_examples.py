@@ -22,14 +22,14 @@ import json
 import random
 from pathlib import Path
 
-from benchmarks.rag_context import TokenCounter
+from benchmarks.rag_context import TokenBudgetCounter
 from benchmarks.rag_retrieval import CACHE, load_rag_tier
 from haystack_mvr.evaluation.answer_matching import has_answer
 
 ROW = "builder after hybrid"
 
 
-def gold_window(question, text: str, budget: int, counter: TokenCounter) -> tuple[int, int]:
+def gold_window(question, text: str, budget: int, counter: TokenBudgetCounter) -> tuple[int, int]:
     start = question.answer_starts[0] if question.answer_starts else max(text.find(question.answers[0]), 0)
     return counter.window(text, start, max(48, budget // 4))
 
@@ -62,7 +62,7 @@ def write_examples(cache: Path, path: Path, budgets=(128, 256, 512), one_budget_
     saved = json.loads((cache / "contexts-train.json").read_text(encoding="utf-8"))
     texts = {d.id: d.content for d in tier.documents}
     by_id = {q.id: q for q in tier.questions}
-    counter = TokenCounter(packaged_minilm())
+    counter = TokenBudgetCounter(packaged_minilm())
     rng = random.Random(0)
     draw = random.Random(1)
     examples, inserted = [], 0

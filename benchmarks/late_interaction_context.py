@@ -52,7 +52,7 @@ from haystack import Document
 from benchmarks.harness import RESULTS, machine_label, utc_now, write_results
 from benchmarks.rag_context import (
     BUDGETS,
-    TokenCounter,
+    TokenBudgetCounter,
     builder_contexts,
     context_text,
     fill,
@@ -106,7 +106,7 @@ def timed(build: Callable[..., Any], seconds: list[float]) -> Callable[..., Any]
 
 
 def packed_builder_contexts(
-    store, counter: TokenCounter, budgets: Sequence[int], **options: Any
+    store, counter: TokenBudgetCounter, budgets: Sequence[int], **options: Any
 ) -> Callable[..., dict[int, list]]:
     """``MultiViewContextBuilder`` at each budget, as a function of (candidates, packed query, encoder): what
     ``rag_context.builder_contexts`` does with a one-vector query, for a late-interaction model's packed one."""
@@ -136,7 +136,7 @@ def sentence_aligned(spans: Sequence[Span], bounds: dict[str, tuple[set[int], se
     return aligned, len(spans)
 
 
-def summarize(questions, contexts, texts, counter: TokenCounter, budgets, rows: Sequence[str]) -> dict[str, Any]:
+def summarize(questions, contexts, texts, counter: TokenBudgetCounter, budgets, rows: Sequence[str]) -> dict[str, Any]:
     """``rag_context.summarize`` for ``rows``: answer in context %, tokens (first 200 questions) and pieces."""
     table: dict[str, dict[str, Any]] = {}
     for name in rows:
@@ -167,7 +167,7 @@ def measure(
         raise SystemExit(f"no ColBERT store at {info_path.parent}: run benchmarks.late_interaction --tier {tier.name}")
     colbert_store, _ = multi_view_store(tier, colbert, info_path.parent)
     snippet_store, _ = multi_view_store(tier, minilm, cache / "multi-view")
-    counter = TokenCounter(minilm)
+    counter = TokenBudgetCounter(minilm)
     texts = {d.id: d.content for d in tier.documents}
     by_id = tier.by_id()
     pipeline = hybrid_pipeline(tier, colbert_store, colbert)

@@ -289,12 +289,12 @@ def main() -> None:
     import torch
 
     from benchmarks.packaged_model import packaged_minilm
-    from benchmarks.rag_context import TokenCounter
+    from benchmarks.rag_context import TokenBudgetCounter
 
     torch.set_num_threads(args.threads)
     texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions)
     answers = [q.answers for q in questions]
-    counter = TokenCounter(packaged_minilm())
+    counter = TokenBudgetCounter(packaged_minilm())
     rows = [r for r in READER_ROWS if args.rows is None or row_key(r) in args.rows]
     readers: dict[str, Any] = {}
     if args.generative:

@@ -63,7 +63,7 @@ WHOLE_DOCUMENTS = 3  # readers' "whole documents" rows read the top 3 documents 
 Span = list  # [document id, start, end]
 
 
-class TokenCounter:
+class TokenBudgetCounter:
     """WordPiece token counts (no special tokens) and token-boundary cuts with the packaged MiniLM tokenizer: the
     package's own ``TokenizerCounter`` (what ``MultiViewContextBuilder`` and the generative reader count with), one
     text at a time, plus the window around an answer."""
@@ -96,7 +96,7 @@ class TokenCounter:
         return offsets[lo][0], offsets[lo + tokens - 1][1]
 
 
-def fill(spans: Sequence[Span], texts: dict[str, str], budget: int, counter: TokenCounter) -> list[Span]:
+def fill(spans: Sequence[Span], texts: dict[str, str], budget: int, counter: TokenBudgetCounter) -> list[Span]:
     """``spans`` in order, each without the text already taken, until ``budget`` tokens (the last one cut)."""
     taken: dict[str, list[tuple[int, int]]] = {}
     out: list[Span] = []
@@ -128,7 +128,9 @@ def context_text(spans: Sequence[Span], texts: dict[str, str]) -> str:
     return "\n\n".join(texts[d][s:e] for d, s, e in spans)
 
 
-def builder_contexts(store, counter: TokenCounter, budgets: Sequence[int]) -> Callable[..., dict[int, list[Span]]]:
+def builder_contexts(
+    store, counter: TokenBudgetCounter, budgets: Sequence[int]
+) -> Callable[..., dict[int, list[Span]]]:
     """``MultiViewContextBuilder`` at each budget, as a function of (candidate documents, query vector)."""
     from haystack_mvr.components.builders import SOURCE_ID_KEY, SOURCE_SPAN_KEY, MultiViewContextBuilder
 
@@ -191,7 +193,7 @@ def measure(tier: Tier, split: str, cache: Path, model: str, budgets: Sequence[i
     if [q.id for q in questions] != [r["id"] for r in rows]:
         raise SystemExit(f"{cache}/retrieved-{split}.json was made for other questions: run rag_retrieval again.")
     store, _ = multi_view_store(tier, model, cache / "multi-view")
-    counter = TokenCounter(model)
+    counter = TokenBudgetCounter(model)
     texts = {d.id: d.content for d in tier.documents}
     by_id = tier.by_id()
     build = builder_contexts(store, counter, budgets)
@@ -206,7 +208,7 @@ def measure(tier: Tier, split: str, cache: Path, model: str, budgets: Sequence[i
     return [questions[i] for i in order], contexts, texts
 
 
-def summarize(questions, contexts, texts, counter: TokenCounter, budgets) -> dict[str, dict[str, Any]]:
+def summarize(questions, contexts, texts, counter: TokenBudgetCounter, budgets) -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     for name in ROWS:
         cells = {}
@@ -256,7 +258,7 @@ def tune(tier: Tier, cache: Path, model: str, budgets, n: int, weights, piece_to
     queries = np.load(cache / "queries-train.npy")
     picks = [i * len(tier.questions) // n for i in range(n)]
     store, _ = multi_view_store(tier, model, cache / "multi-view")
-    counter = TokenCounter(model)
+    counter = TokenBudgetCounter(model)
     texts = {d.id: d.content for d in tier.documents}
     by_id = tier.by_id()
     table: dict[str, dict[str, float]] = {}
@@ -341,7 +343,7 @@ def main() -> None:
     print(f"wrote {out}")
     if args.no_results:
         return
-    counter = TokenCounter(model)
+    counter = TokenBudgetCounter(model)
     payload = {
         "tier": args.tier,
         "split": args.split,

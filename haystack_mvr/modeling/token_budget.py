@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "WORD_PATTERN",
-    "TokenCounter",
+    "TokenBudgetCounter",
     "TokenizerCounter",
     "WordCounter",
     "cut_text",
@@ -37,7 +37,7 @@ WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
 COUNT_BATCH = 1024  # texts per tokenizer call in TokenizerCounter.count
 
 
-class TokenCounter(Protocol):
+class TokenBudgetCounter(Protocol):
     """Counts tokens: ``count`` for many texts at once, ``spans`` for any span of one text (from one pass over the
     text), ``cut`` for the end of a text's first ``limit`` tokens."""
 
@@ -145,7 +145,7 @@ class TokenizerCounter:
         return words.cut(text, low)
 
 
-def cut_text(counter: TokenCounter, text: str, limit: int) -> str:
+def cut_text(counter: TokenBudgetCounter, text: str, limit: int) -> str:
     """``text`` up to where its first ``limit`` tokens end (``counter.cut``): a prefix that ends at a token boundary,
     ``""`` when ``limit`` is not positive."""
     return text[: counter.cut(text, limit)]

@@ -9,13 +9,13 @@ import pytest
 from benchmarks.generative_examples import ensured
 from benchmarks.packaged_model import packaged_minilm
 from benchmarks.rag_answers import READER_ROWS, claims, row_key
-from benchmarks.rag_context import TokenCounter, context_text, fill, uncovered
+from benchmarks.rag_context import TokenBudgetCounter, context_text, fill, uncovered
 from haystack_mvr.datasets import Question
 
 
 @pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    return TokenCounter(packaged_minilm())
+def counter() -> TokenBudgetCounter:
+    return TokenBudgetCounter(packaged_minilm())
 
 
 def test_uncovered_leaves_out_what_was_taken():

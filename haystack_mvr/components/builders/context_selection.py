@@ -13,15 +13,15 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from haystack_mvr.modeling.token_budget import WORD_PATTERN, TokenCounter, WordCounter, token_ends_counter
+from haystack_mvr.modeling.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter, token_ends_counter
 
-# WORD_PATTERN, TokenCounter, WordCounter and token_ends_counter live in haystack_mvr.modeling.token_budget; they
+# WORD_PATTERN, TokenBudgetCounter, WordCounter and token_ends_counter live in haystack_mvr.modeling.token_budget; they
 # stay importable from here
 __all__ = [
     "WORD_PATTERN",
     "Candidate",
     "Piece",
-    "TokenCounter",
+    "TokenBudgetCounter",
     "WordCounter",
     "select_pieces",
     "token_ends_counter",
@@ -82,7 +82,9 @@ class _Doc:
         "seeds",
     )
 
-    def __init__(self, rank: int, candidate: Candidate, counter: TokenCounter, split: Callable[[str], list[Span]]):
+    def __init__(
+        self, rank: int, candidate: Candidate, counter: TokenBudgetCounter, split: Callable[[str], list[Span]]
+    ):
         self.rank, self.candidate, self.counter = rank, candidate, counter
         self._sentences: list[Span] | None = None
         self._counts: list[int] | None = None
@@ -406,7 +408,7 @@ def select_pieces(
     budget: int,
     piece_tokens: int,
     split: Callable[[str], list[Span]],
-    counter: TokenCounter | None = None,
+    counter: TokenBudgetCounter | None = None,
     max_pieces_per_document: int | None = None,
     whole_document_if_fits: bool = True,
 ) -> list[Piece]:
