@@ -287,7 +287,7 @@ def test_hnsw_keeps_the_exact_top_10_and_returns_every_match_of_a_selective_filt
     ]
     exact = make_store()
     exact.write_documents(docs)
-    hnsw = make_store(table_name=exact.table_name + "_h", search_strategy="hnsw", hnsw_index_creation_kwargs={"m": 8})
+    hnsw = make_store(table_name=exact.table_name + "_h", search_strategy="hnsw")
     hnsw.write_documents(docs)
     queries = rng.normal(size=(20, 16)).astype(np.float32)
     kept = []
