@@ -365,8 +365,10 @@ def annotated_maxsim_copy(
 
     What matched: ``mvr_matched_spans`` lists the ``[start, end]`` spans of the views the query's vectors matched
     best (for a ColBERT document, the tokens; sorted, each once); ``mvr_matched_view`` is the view that contributes
-    most to the score (the sum of the best scores it holds), with its span and text as ``mvr_matched_span`` /
-    ``mvr_matched_text`` (scope ``"snippet"``; ``"document"`` for a view without a span, such as ``[CLS]``). The
+    most to the score (the sum of the best scores it holds; scope ``"snippet"``, or ``"document"`` for a view without
+    a span, such as ``[CLS]``). ``mvr_matched_text`` is what matched in words, and ``mvr_matched_span`` its span:
+    the words around the matched tokens where most query vectors found their match (:func:`matched_words_span`: the
+    whole sentence when it is short, else a window of words), never a lone token such as ``the``. The
     views' own spans (``mvr_view_spans``, one a token for a ColBERT document) stay only with ``return_embedding``, as
     the views do: a pipeline copies every result's meta between components.
 
@@ -375,25 +377,70 @@ def annotated_maxsim_copy(
     best_views = similarities.argmax(axis=0)
     best = similarities[best_views, np.arange(similarities.shape[1])]
     contribution = np.bincount(best_views, weights=best.astype(np.float64), minlength=similarities.shape[0])
+    hits = np.bincount(best_views, minlength=similarities.shape[0])
     matched = int(contribution.argmax())
     spans = meta.get(SPANS_KEY) or []
-    span = spans[matched] if matched < len(spans) else None
-    span = None if span is None else [int(span[0]), int(span[1])]
-    matched_spans = sorted(
-        {
-            (int(spans[v][0]), int(spans[v][1]))
-            for v in set(best_views.tolist())
-            if v < len(spans) and spans[v] is not None
-        }
-    )
+    token_hits = [
+        (int(spans[v][0]), int(spans[v][1]), int(hits[v]), float(contribution[v]))
+        for v in set(best_views.tolist())
+        if v < len(spans) and spans[v] is not None
+    ]
+    span = matched_words_span(document.content, token_hits)
     meta[MATCHED_VIEW_KEY] = matched
-    meta[MATCHED_SCOPE_KEY] = "document" if span is None else "snippet"
-    meta[MATCHED_SPAN_KEY] = span
-    meta[MATCHED_TEXT_KEY] = None if span is None else snippet_text(document.content, (span[0], span[1]))
-    meta[MATCHED_SPANS_KEY] = [list(s) for s in matched_spans]
+    own = spans[matched] if matched < len(spans) else None
+    meta[MATCHED_SCOPE_KEY] = "document" if own is None else "snippet"
+    meta[MATCHED_SPAN_KEY] = None if span is None else list(span)
+    meta[MATCHED_TEXT_KEY] = snippet_text(document.content, span)
+    meta[MATCHED_SPANS_KEY] = [[start, end] for start, end in sorted({(t[0], t[1]) for t in token_hits})]
     if not return_embedding:  # a span a token: they travel with the views only, what matched is said above
         meta.pop(SPANS_KEY, None)
     return _scored_copy(document, meta, float(best.sum()), views if return_embedding else None)
+
+
+MATCH_WINDOW_CHARS = 120  # the widest stretch of matched tokens a late-interaction result's text is built around
+MATCH_SENTENCE_CHARS = 300  # a sentence up to this long holding that stretch is shown whole
+_SENTENCE_END = re.compile("[.!?](?=\\s|$)|[\u3002\uff01\uff1f]|\n")  # ASCII and CJK sentence ends, or a line end
+
+
+def matched_words_span(content: str | None, token_hits: list[tuple[int, int, int, float]]) -> tuple[int, int] | None:
+    """
+    The span of a document's ``content`` that shows, in words, what a multi-vector query matched.
+
+    :param token_hits: ``(start, end, hits, score)`` of each matched token: its span, how many query vectors it is
+        the best match of, and the sum of their scores.
+    :returns: Around the stretch of at most :data:`MATCH_WINDOW_CHARS` characters that holds the most hits (then the
+        most score), the sentence (or sentences) holding it when at most :data:`MATCH_SENTENCE_CHARS` long, else the
+        stretch widened to whole words; ``None`` without content or matched tokens with spans.
+    """
+    if not content or not token_hits:
+        return None
+    tokens = sorted(token_hits)
+    best, first, total_hits, total_score = None, 0, 0, 0.0
+    for last, (_, end, hits, score) in enumerate(tokens):
+        total_hits, total_score = total_hits + hits, total_score + score
+        while end - tokens[first][0] > MATCH_WINDOW_CHARS and first < last:
+            total_hits, total_score = total_hits - tokens[first][2], total_score - tokens[first][3]
+            first += 1
+        if best is None or (total_hits, total_score) > best[0]:
+            best = ((total_hits, total_score), tokens[first][0], end)
+    assert best is not None
+    start, end = max(0, best[1]), min(len(content), best[2])
+    ends_before = [m.end() for m in _SENTENCE_END.finditer(content, 0, start)]
+    sentence_start = ends_before[-1] if ends_before else 0
+    after = _SENTENCE_END.search(content, max(end - 1, start))
+    sentence_end = after.end() if after else len(content)
+    if sentence_end - sentence_start <= MATCH_SENTENCE_CHARS:
+        start, end = sentence_start, sentence_end
+    else:  # a long sentence (or text without sentence ends): the stretch, to whole words
+        while start > sentence_start and not content[start - 1].isspace():
+            start -= 1
+        while end < sentence_end and not content[end].isspace():
+            end += 1
+    while start < end and content[start].isspace():
+        start += 1
+    while end > start and content[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
 
 
 def _scored_copy(document: Any, meta: dict[str, Any], score: float, views: np.ndarray | None) -> Document:

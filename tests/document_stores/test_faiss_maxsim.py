@@ -99,8 +99,69 @@ def test_a_multi_vector_result_says_which_tokens_matched():
     (found,) = store.search(query, top_k=1)
     assert found.score == pytest.approx(2 + 1 + 1.5)
     assert found.meta["mvr_matched_spans"] == [[6, 13], [14, 20]]
-    assert found.meta["mvr_matched_view"] == 1 and found.meta["mvr_matched_text"] == "Vistula"
-    assert found.meta["mvr_matched_scope"] == "snippet"
+    assert found.meta["mvr_matched_view"] == 1 and found.meta["mvr_matched_scope"] == "snippet"
+    assert found.meta["mvr_matched_text"] == "river Vistula Poland"  # the short sentence the matched tokens are in
+    assert found.meta["mvr_matched_span"] == [0, 20]
+
+
+def _token_page(content: str, dim: int = 64) -> tuple[Document, list[tuple[int, int]], np.ndarray]:
+    """A ColBERT-like document: a [CLS] view without a span, then one unit view per word."""
+    import re
+
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", content)]
+    views = np.zeros((len(words) + 1, dim), dtype=np.float32)
+    views[0, 0] = 1.0  # [CLS]
+    for i in range(len(words)):
+        views[i + 1, i + 1] = 1.0
+    spans = [None, *[list(w) for w in words]]
+    return (
+        Document(id="page", content=content, meta={"mvr_views": views.tolist(), "mvr_view_spans": spans}),
+        words,
+        views,
+    )
+
+
+def test_a_late_interaction_result_shows_what_matched_in_words_not_cls_or_a_lone_token():
+    """With a ColBERT model README block 1 printed "[document] None" ([CLS] contributed most) and "[snippet] the"
+    (issue 57): the text is now the sentence around the tokens most query vectors matched."""
+    content = (
+        "The city has many bridges. Warsaw lies on the river Vistula in Poland. Its old town was rebuilt after the war."
+    )
+    doc, words, views = _token_page(content)
+    texts = [content[a:b] for a, b in words]
+    store = FaissMultiViewDocumentStore(embedding_dim=views.shape[1])
+    store.write_documents([doc])
+    query = np.zeros((5, views.shape[1]), dtype=np.float32)
+    query[0, 0] = query[1, 0] = 3.0  # [CLS] contributes most
+    for row, word in zip((2, 3, 4), ("river", "Vistula", "Poland."), strict=True):
+        query[row, texts.index(word) + 1] = 1.0
+    (found,) = store.search(query, top_k=1)
+    assert found.meta["mvr_matched_view"] == 0 and found.meta["mvr_matched_scope"] == "document"
+    assert found.meta["mvr_matched_text"] == "Warsaw lies on the river Vistula in Poland."
+    start, end = found.meta["mvr_matched_span"]
+    assert content[start:end] == found.meta["mvr_matched_text"]
+    assert found.meta["mvr_matched_spans"] == sorted(
+        list(words[texts.index(w)]) for w in ("river", "Vistula", "Poland.")
+    )
+
+    query[2:] = 0
+    query[2, texts.index("The") + 1] = 0.5  # one stopword token, beside [CLS]: its sentence, not "The"
+    (found,) = store.search(query, top_k=1)
+    assert found.meta["mvr_matched_text"] == "The city has many bridges."
+
+
+def test_text_without_sentence_ends_shows_a_window_of_whole_words():
+    words = [f"word{i}" for i in range(200)]
+    content = " ".join(words)  # a transcript: no sentence ends
+    doc, _, _ = _token_page(content, dim=256)
+    store = FaissMultiViewDocumentStore(embedding_dim=256)
+    store.write_documents([doc])
+    query = np.zeros((3, 256), dtype=np.float32)
+    for row, i in enumerate((100, 102, 104)):
+        query[row, i + 1] = 1.0
+    (found,) = store.search(query, top_k=1)
+    text = found.meta["mvr_matched_text"]
+    assert text.split() == words[100:105]  # the stretch of matched tokens, whole words, not the whole page
 
 
 def test_a_one_row_query_matrix_is_the_single_vector_search():
