@@ -44,11 +44,9 @@ def token_match_scores(views: np.ndarray, query: np.ndarray, window: int = TOKEN
     matched, most where many matched close together; a view no query vector matched near scores 0.
 
     Dividing by ``m`` puts the scores on a one-vector query's scale (MaxSim / m is a mean similarity, as a snippet
-    view's score is), the scale ``upstream_weight`` is weighed against: undivided, a ColBERT's (m = 32) peaks span
-    ~10-20 and the upstream's ranking (0-1) hardly ordered the seeds. On 120 pages training questions (the builder
-    after the ColBERT + BM25 hybrid), answer in context at 64-1,024 tokens went from 38 / 46 / 57 / 65 / 88 % to
-    48 / 68 / 88 / 95 / 95 %; on all 1,823 dev questions it is 45 / 64 / 85 / 91 / 92 %
-    (``benchmarks/results/late_interaction_context.pages.md``).
+    view's score is), the scale ``upstream_weight`` is weighed against: undivided, a ColBERT's peaks are many times
+    the upstream's ranking (0-1), which then hardly orders the seeds (measured in
+    ``benchmarks/results/late_interaction_context.pages.md``).
     """
     similarities = views @ query.T
     best = similarities.argmax(axis=0)
@@ -118,8 +116,8 @@ class MultiViewContextBuilder:
        grow (documents taken whole, say) and budget is left, the reservations shrink to the tokens taken, the seeds
        passed over get another pass (its first new piece may use all that is left), and growth resumes.
     5. Tokens: with ``tokenizer``, ``len(tokenizer(text, add_special_tokens=False)["input_ids"])``; else words and
-       punctuation marks (``\\w+|[^\\w\\s]``): all-MiniLM-L6-v2's WordPiece counts 8% more on squad-mv
-       paragraphs (0-20% a paragraph), so name the reader's tokenizer for exact budgets. Bookkeeping sums
+       punctuation marks (``\\w+|[^\\w\\s]``): a WordPiece tokenizer counts somewhat more (``docs/rag.md``), so
+       name the reader's tokenizer for exact budgets. Bookkeeping sums
        per-sentence counts (one tokenization of each document); each piece's count as a whole, which can differ
        slightly, is checked at the end, and the last-grown sentences are given back until the pieces fit.
 

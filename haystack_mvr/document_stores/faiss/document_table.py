@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-import orjson  # 3-4x faster than json on these lines, the same values (the lines it refuses are read by json)
+import orjson  # faster than json on these lines, the same values (the lines it refuses are read by json)
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
@@ -29,9 +29,9 @@ _PLAIN_ORDER = ("id", "content", "meta", "embedding")  # the fields document_lin
 _PLAIN_FIELDS = frozenset(_PLAIN_ORDER)
 _CONTENT_TYPES = frozenset((str, type(None)))
 _EMBEDDING_TYPES = frozenset((list, type(None)))
-# Lines parsed at once by a load. A parsed record is a tracked dict: held for the whole file, 125k of them outlived
-# the collector's young generations and set off a full collection of the process's every object (162 of 350 ms on
-# 125k documents); a chunk's records are dropped before most young collections promote them.
+# Lines parsed at once by a load. A parsed record is a tracked dict: held for the whole file, a large store's records
+# outlived the collector's young generations and set off full collections of the process's every object, which took
+# most of a load; a chunk's records are dropped before most young collections promote them.
 _PARSED_LINES = 256
 
 
@@ -186,8 +186,7 @@ class DocumentTable:
 
 def _plain_columns(records: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The ids and metas of ``records`` when every one is exactly what :func:`document_line` writes for a document of
-    plain fields (checked a column at a time, at C speed: a load of 125k documents spends 20 ms here, not 300);
-    ``None`` otherwise."""
+    plain fields (checked a column at a time, at C speed, rather than a record at a time); ``None`` otherwise."""
     if not records or set(map(type, records)) != {dict} or set(map(len, records)) != {len(_PLAIN_FIELDS)}:
         return None
     try:  # a column at a time: no tuple a record (new tracked objects would set off the garbage collector)
@@ -291,7 +290,7 @@ def document_from_line(line: bytes) -> Document:
 
 
 def _document_dict(doc: Document) -> dict[str, Any]:
-    """``Document.to_dict(flatten=False)`` without ``dataclasses.asdict``'s deep recursion (5x faster); fields that
+    """``Document.to_dict(flatten=False)`` without ``dataclasses.asdict``'s deep recursion; fields that
     are ``None`` (blob, sparse embedding, score) are left out."""
     data: dict[str, Any] = {"id": doc.id, "content": doc.content, "meta": doc.meta, "embedding": doc.embedding}
     if doc.blob is not None:

@@ -9,7 +9,7 @@ from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_labels import keys_of
 
 _COARSE_ROWS = 4096  # from this many rows a single query's first pass reads a float16 copy (half the bytes)
-_COARSE_AFTER = 32  # single queries on the same rows before their float16 copy is made (3 ms per 1,000 rows)
+_COARSE_AFTER = 32  # single queries on the same rows before their float16 copy is made (the copy costs a scan)
 _COARSE_CHUNK = 65536  # rows converted to float16 at once (bounds the temporary float32 decode)
 _ROUNDING = 1e-4  # float32 rounding of a product of d terms, relative to |q| |x|: far above the 2e-5 of d=384
 _FIRST_BLOCK_ROWS = 4096  # rows whose best k set the first thresholds of a batched Flat search

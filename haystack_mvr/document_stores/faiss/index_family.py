@@ -180,8 +180,8 @@ def reconstruct(index: faiss.Index, labels: np.ndarray, dim: int) -> np.ndarray:
 
 def reconstruct_rotated(index: faiss.Index, labels: np.ndarray) -> np.ndarray | None:
     """Rows behind an orthonormal linear pre-transform (OPQ), decoded in its space and rotated back in one matrix
-    product: FAISS reverses the transform one row at a time (366 ms for 10k rows of ``OPQ48,PQ48`` at d=384, against
-    11 ms to decode and 41 ms to rotate). ``None`` where that does not apply (the caller asks FAISS)."""
+    product (FAISS reverses the transform one row at a time, many times slower). ``None`` where that does not apply
+    (the caller asks FAISS)."""
     ids = labels
     if isinstance(index, faiss.IndexIDMap2):
         if not isinstance(faiss.downcast_index(index.index), faiss.IndexPreTransform):
@@ -257,8 +257,8 @@ def _skip_polysemous_training(base: faiss.Index) -> None:
     for).
 
     It only relabels the centroids for Hamming-distance search, which the store never uses (it ranks by asymmetric
-    distances, identical either way), and it dominated training: PQ48 on 16,384 rows took 567 s with it, 8 s
-    without (benchmarks/results/store_streaming_build.md); ``IVF8,PQ4`` on 2,000 rows at d=16, 9.2 s against 0.2 s.
+    distances, identical either way), and it dominated training time
+    (``benchmarks/results/store_streaming_build.md``).
     """
     index = faiss.downcast_index(base)
     if isinstance(index, faiss.IndexPreTransform):

@@ -64,7 +64,7 @@ class IndexSearch:
     def run(self, queries: np.ndarray, n_best: int, required: int) -> SearchOutcome:
         """Each query's first ``n_best`` documents; a query the cap stops short is ``accepted`` with ``required``.
 
-        The queries still to search are a plain list (a single query's search was 5% slower on numpy index arrays)."""
+        The queries still to search are a plain list (a single query's search is slower on numpy index arrays)."""
         outcome = SearchOutcome([np.zeros(0, dtype=np.int64)] * len(queries))
         todo, k = list(range(len(queries))), self.depth
         while todo and k > 0:
@@ -167,8 +167,8 @@ def best_scores(
     sum over the query's vectors of each one's max): ``held`` rows scored where they lie, else rows read by
     ``rows_of`` (reconstructed) ``SCORED_ROWS`` at a time.
 
-    So the memory this takes does not grow with the views per document (a re-ranking pool of 56 documents of 800
-    views at d=384 copied 69 MB per query when it gathered their rows first).
+    So the memory this takes does not grow with the views per document (gathering a re-ranking pool's rows first
+    copied every row of every candidate per query).
     """
     if len(keys) == 0:
         return np.zeros(0, dtype=np.float32)

@@ -1,10 +1,10 @@
 """A version's ``manifest.json``: the caller's metadata, each file's size and the checksum of each of its blocks,
 and the manifest's own CRC-32 (over its canonical JSON), so any damage to it is refused, never a different load.
 
-Files are checksummed with XXH3-64 (``xxhash``: about 27 GB/s on one core here, 6.5x zlib's CRC-32, so verifying a
-file costs a few percent of FAISS reading it): format version 2. Format 1 (CRC-32 blocks, haystack-mvr before XXH3)
-is still read; a haystack-mvr that reads only format 1 refuses format 2 asking for an upgrade. Both checksums guard
-against damage, not against tampering.
+Files are checksummed with XXH3-64 (``xxhash``, several times faster than zlib's CRC-32, so verifying a file costs
+little beside FAISS reading it; ``benchmarks/results/versioned_directory_speed.md``): format version 2. Format 1
+(CRC-32 blocks, haystack-mvr before XXH3) is still read; a haystack-mvr that reads only format 1 refuses format 2
+asking for an upgrade. Both checksums guard against damage, not against tampering.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def native_bf16() -> bool:
 
 
 def _halve_adapter(folder: Path) -> None:
-    """Store the adapter's float32 weights in bfloat16 (half the size: SmolLM2's r=16 adapter is ~10 MB, not 20)."""
+    """Store the adapter's float32 weights in bfloat16 (half the size)."""
     from safetensors.torch import load_file, save_file
 
     path = folder / ADAPTER_WEIGHTS
