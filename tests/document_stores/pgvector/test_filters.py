@@ -8,18 +8,23 @@ and filter fields full of SQL (quotes, semicolons, comments): they are parameter
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
-from haystack import Document
-from haystack.errors import FilterError
-from haystack.utils import Secret
-from haystack.utils.filters import document_matches_filter
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
-from haystack_mvr.document_stores.pgvector.filters import convert_filters
+from .conftest import require_server
 
-from .conftest import drop_tables, new_table_name
+require_server()
+
+from datetime import UTC, datetime  # noqa: E402
+
+from haystack import Document  # noqa: E402
+from haystack.errors import FilterError  # noqa: E402
+from haystack.utils import Secret  # noqa: E402
+from haystack.utils.filters import document_matches_filter  # noqa: E402
+
+from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+from haystack_mvr.document_stores.pgvector.filters import convert_filters  # noqa: E402
+
+from .conftest import drop_tables, new_table_name  # noqa: E402
 
 #: Stored value kinds: the key of each is ``v_<kind>`` (the Qdrant grid's, and large numbers).
 STORED = {

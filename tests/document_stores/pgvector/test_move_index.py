@@ -3,16 +3,21 @@ late-interaction encoder included); each copy answers as its source (``--verify`
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
-import numpy as np
 import pytest
-from haystack import Document
 
-from haystack_mvr.views import ENCODER_KEY, attach_views
+from .conftest import require_server
 
-from .conftest import drop_tables, new_table_name
+require_server()
+
+import dataclasses  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from haystack import Document  # noqa: E402
+
+from haystack_mvr.views import ENCODER_KEY, attach_views  # noqa: E402
+
+from .conftest import drop_tables, new_table_name  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -3,17 +3,22 @@ store changes (the connection string stays the name of its environment variable)
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
 import pytest
-from haystack import Document, Pipeline
 
-from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
-from haystack_mvr.views import ENCODER_KEY, MATCHED_TEXT_KEY, PackedViews, attach_views
+from .conftest import require_server
 
-from .conftest import drop_tables, new_table_name
+require_server()
+
+import dataclasses  # noqa: E402
+
+import numpy as np  # noqa: E402
+from haystack import Document, Pipeline  # noqa: E402
+
+from haystack_mvr.components.retrievers import MultiViewRetriever  # noqa: E402
+from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+from haystack_mvr.views import ENCODER_KEY, MATCHED_TEXT_KEY, PackedViews, attach_views  # noqa: E402
+
+from .conftest import drop_tables, new_table_name  # noqa: E402
 
 ENCODER = {"model": "enc-pipeline", "mode": "snippet"}
 

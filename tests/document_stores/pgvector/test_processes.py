@@ -6,19 +6,23 @@ server: it reads the connection string from ``PG_CONN_STR`` and reports each com
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
+from .conftest import require_server
 
-import numpy as np
-import psycopg
-from haystack import Document
-from psycopg import sql
+require_server()
 
-from haystack_mvr.views import attach_views
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+
+import numpy as np  # noqa: E402
+import psycopg  # noqa: E402
+from haystack import Document  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+from haystack_mvr.views import attach_views  # noqa: E402
 
 #: What every child imports and defines: a store on the table given as argv[1], and a document with k views whose
 #: meta records k (so a reader can tell a whole document from a half-written one).

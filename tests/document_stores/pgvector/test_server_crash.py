@@ -8,21 +8,26 @@ acknowledged batch must be there, every document whole; an unacknowledged batch 
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import tempfile
-import time
-from pathlib import Path
-
-import psutil
 import pytest
-from haystack.utils import Secret
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+from .conftest import require_server
 
-from .conftest import start_server
-from .test_processes import _child, _whole
+require_server()
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import psutil  # noqa: E402
+from haystack.utils import Secret  # noqa: E402
+
+from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+
+from .conftest import start_server  # noqa: E402
+from .test_processes import _child, _whole  # noqa: E402
 
 
 def test_acknowledged_writes_survive_a_server_killed_mid_write():
