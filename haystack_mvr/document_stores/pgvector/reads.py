@@ -105,6 +105,22 @@ def views_of(tables: Tables, state: TableState, ids: list[str]) -> Steps[dict[st
     return {doc_id: row_codec.as_matrix(vectors) for doc_id, vectors in grouped.items()}
 
 
+def documents_with_views(tables: Tables, ids: list[str]) -> Steps[tuple[dict[str, Document], dict[str, np.ndarray]]]:
+    """The stored documents of ``ids`` that exist, and the ``(k, d)`` views of those that have any, in one query."""
+    if not ids:
+        return {}, {}
+    rows = yield compose(
+        "SELECT d.id, d.content, d.meta, d.rest, (SELECT array_agg(v.embedding ORDER BY v.view) FROM {} v "
+        "WHERE v.doc_id = d.id) FROM {} d WHERE d.id = ANY({}::text[])",
+        tables.views,
+        tables.documents,
+        ids,
+    )
+    documents = {r[0]: row_codec.stored_document(*r[:4]) for r in rows}
+    views = {r[0]: row_codec.as_matrix(r[4]) for r in rows if r[4]}
+    return documents, views
+
+
 def stored_documents(tables: Tables, ids: list[str]) -> Steps[dict[str, Document]]:
     """The stored documents of ``ids`` (those that exist), by id."""
     if not ids:
@@ -138,6 +154,7 @@ def export_page(
 
 __all__ = [
     "count",
+    "documents_with_views",
     "export_page",
     "listed_documents",
     "matching_ids",

@@ -10,6 +10,7 @@ the same committed write, and search settings such as ``hnsw.ef_search`` are set
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any, TypeVar
 
@@ -19,8 +20,8 @@ from haystack_mvr.document_stores.pgvector.sql_fragments import Fragment
 
 _T = TypeVar("_T")
 Steps = Generator[Fragment, list[tuple[Any, ...]], _T]
-#: The first statement of a read's transaction: one snapshot for all its steps, no writes.
-_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+#: How a read's transaction begins: one snapshot for all its steps, no writes.
+_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 def drive(steps: Steps[_T], conn: psycopg.Connection) -> _T:
@@ -28,7 +29,7 @@ def drive(steps: Steps[_T], conn: psycopg.Connection) -> _T:
     try:
         step = next(steps)
         while True:
-            cursor = conn.execute(step.text, step.params)
+            cursor = conn.execute(step.text, step.params, binary=True)
             rows = cursor.fetchall() if cursor.description is not None else []
             step = steps.send(rows)
     except StopIteration as stop:
@@ -36,24 +37,42 @@ def drive(steps: Steps[_T], conn: psycopg.Connection) -> _T:
 
 
 def run(steps: Steps[_T], conn: psycopg.Connection) -> _T:
-    """Run ``steps`` on ``conn`` in one read-only snapshot transaction; their result."""
-    with conn.transaction():
-        conn.execute(_SNAPSHOT)
-        return drive(steps, conn)
+    """Run ``steps`` on ``conn`` (in autocommit mode) in one read-only snapshot transaction; their result."""
+    conn.execute(_BEGIN)
+    try:
+        result = drive(steps, conn)
+    except BaseException:
+        _rollback(conn)
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+def _rollback(conn: psycopg.Connection) -> None:
+    if not conn.closed and not conn.broken:
+        with contextlib.suppress(psycopg.Error):  # the connection broke meanwhile: the caller's error says so
+            conn.execute("ROLLBACK")
 
 
 async def run_async(steps: Steps[_T], conn: psycopg.AsyncConnection) -> _T:
     """:func:`run` on an ``AsyncConnection``."""
-    async with conn.transaction():
-        await conn.execute(_SNAPSHOT)
+    await conn.execute(_BEGIN)
+    try:
         try:
             step = next(steps)
             while True:
-                cursor = await conn.execute(step.text, step.params)
+                cursor = await conn.execute(step.text, step.params, binary=True)
                 rows = await cursor.fetchall() if cursor.description is not None else []
                 step = steps.send(rows)
         except StopIteration as stop:
-            return stop.value
+            result = stop.value
+    except BaseException:
+        if not conn.closed and not conn.broken:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+    return result
 
 
 __all__ = ["Steps", "drive", "run", "run_async"]

@@ -122,8 +122,7 @@ def search_steps(
             ids = yield from _exact_candidates(tables, query, top_k + EXACT_SLACK, where)
         candidates.append(ids)
     wanted = sorted({i for ids in candidates for i in ids})
-    documents = yield from reads.stored_documents(tables, wanted)
-    views = yield from reads.views_of(tables, state, wanted)
+    documents, views = yield from reads.documents_with_views(tables, wanted)
     results = []
     used: set[str] = set()
     for query, ids in zip(queries, candidates, strict=True):
