@@ -40,11 +40,82 @@ def test_init_and_to_dict(store):
             "filter_policy": "replace",
             "return_embedding": False,
             "granularity": "document",
+            "scale_score": False,
+            "score_threshold": None,
         },
     }
     again = MultiViewRetriever.from_dict(data)
     assert again.top_k == 3 and again.filter_policy == FilterPolicy.REPLACE
     assert isinstance(again.document_store, FaissMultiViewDocumentStore)
+    older = {**data, "init_parameters": {k: v for k, v in data["init_parameters"].items() if "score" not in k}}
+    assert MultiViewRetriever.from_dict(older).to_dict() == data  # a pipeline saved before these
+
+
+# ---------------------------------------------------- Haystack 3.x conventions (issue 57): as qdrant-haystack has them
+def test_scale_score_and_score_threshold_round_trip_and_apply(store):
+    retriever = MultiViewRetriever(document_store=store, scale_score=True, score_threshold=0.7)
+    data = retriever.to_dict()
+    assert data["init_parameters"]["scale_score"] is True and data["init_parameters"]["score_threshold"] == 0.7
+    again = MultiViewRetriever.from_dict(data)
+    assert (again.scale_score, again.score_threshold) == (True, 0.7)
+    again = retriever  # from_dict's in-memory store is a new, empty one
+    raw = MultiViewRetriever(document_store=store).run(query_embedding=[1.0, 0.0])["documents"]
+    assert [(d.id, round(d.score, 3)) for d in raw] == [("a", 1.0), ("b", 0.6)]
+    docs = again.run(query_embedding=[1.0, 0.0])["documents"]
+    assert [d.id for d in docs] == ["a"]  # b's raw 0.6 is under the threshold, applied before scaling
+    assert docs[0].score == pytest.approx(1 / (1 + np.exp(-1.0 / 100)))
+    per_call = again.run(query_embedding=[1.0, 0.0], scale_score=False, score_threshold=0.5)["documents"]
+    assert [(d.id, round(d.score, 3)) for d in per_call] == [("a", 1.0), ("b", 0.6)]
+    batch = again.run_batch([[1.0, 0.0], [0.6, 0.6]])["documents"]
+    assert [[d.id for d in found] for found in batch] == [["a"], ["b"]]  # a: 0.6, b: 0.72 against [0.6, 0.6]
+    assert all(0 < d.score < 1 for found in batch for d in found)
+
+
+@pytest.mark.asyncio
+async def test_score_threshold_applies_to_run_async(store):
+    retriever = MultiViewRetriever(document_store=store, score_threshold=0.7)
+    docs = (await retriever.run_async(query_embedding=[1.0, 0.0]))["documents"]
+    assert [d.id for d in docs] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"scale_score": "yes"}, "scale_score must be True or False"),
+        ({"score_threshold": float("nan")}, "score_threshold must be a finite number"),
+        ({"score_threshold": "0.5"}, "score_threshold must be a finite number"),
+        ({"score_threshold": True}, "score_threshold must be a finite number"),
+    ],
+)
+def test_bad_scale_score_and_score_threshold_are_refused(store, options, message):
+    with pytest.raises(ValueError, match=message):
+        MultiViewRetriever(document_store=store, **options)
+    with pytest.raises(ValueError, match=message):
+        MultiViewRetriever(document_store=store).run(query_embedding=[1.0, 0.0], **options)
+
+
+class _ClosingStore(FaissMultiViewDocumentStore):
+    closed: list[str]
+
+    def close(self) -> None:
+        self.closed.append("close")
+
+    async def close_async(self) -> None:
+        self.closed.append("close_async")
+
+
+@pytest.mark.asyncio
+async def test_close_and_close_async_are_forwarded_to_the_store(store):
+    closing = _ClosingStore()
+    closing.closed = []
+    retriever = MultiViewRetriever(document_store=closing)
+    retriever.close()
+    await retriever.close_async()
+    assert closing.closed == ["close", "close_async"]
+    plain = MultiViewRetriever(document_store=store)  # a store without close: nothing to do
+    plain.close()
+    await plain.close_async()
+    await plain.warm_up_async()
 
 
 def test_init_rejects_wrong_store_and_top_k(store):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,7 @@ from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import unpack_views
 
 GRANULARITIES = ("document", "snippet")
+DOT_PRODUCT_SCALING_FACTOR = 100.0  # Haystack's: a raw inner product s is scaled to sigmoid(s / 100)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,40 @@ def _empty_store_hint(store: Any) -> str:
         where = getattr(store, "url", None) or getattr(store, "path", None) or getattr(store, "location", None)
         return f"its collection {store.index!r} ({where or ':memory:'}) is empty or does not exist yet."
     return "write documents to it first."
+
+
+def _checked_scale_score(scale_score: Any) -> bool:
+    if not isinstance(scale_score, (bool, np.bool_)):
+        msg = f"scale_score must be True or False, got {scale_score!r}."
+        raise ValueError(msg)
+    return bool(scale_score)
+
+
+def _checked_score_threshold(score_threshold: Any) -> float | None:
+    if score_threshold is None:
+        return None
+    if isinstance(score_threshold, (bool, np.bool_)) or not isinstance(score_threshold, (int, float, np.number)):
+        msg = f"score_threshold must be a finite number or None, got {score_threshold!r}."
+        raise ValueError(msg)
+    if not math.isfinite(float(score_threshold)):
+        msg = f"score_threshold must be a finite number or None, got {score_threshold!r}."
+        raise ValueError(msg)
+    return float(score_threshold)
+
+
+def scaled_score(score: float) -> float:
+    """A raw inner product (or MaxSim) score scaled to (0, 1) as Haystack scales dot-product scores:
+    ``sigmoid(score / 100)``; monotone, so the order is kept."""
+    return float(1.0 / (1.0 + math.exp(-max(min(score / DOT_PRODUCT_SCALING_FACTOR, 700.0), -700.0))))
+
+
+def _thresholded(documents: list[Document], score_threshold: float | None, scale_score: bool) -> list[Document]:
+    """``documents`` whose raw score is at least ``score_threshold``, each score scaled with ``scale_score``."""
+    if score_threshold is not None:
+        documents = [d for d in documents if d.score is not None and d.score >= score_threshold]
+    if scale_score:
+        documents = [d if d.score is None else dataclasses.replace(d, score=scaled_score(d.score)) for d in documents]
+    return documents
 
 
 def _query_vector(query_embedding: Any, packed_query_embedding: Any) -> Any:
@@ -70,7 +107,13 @@ class MultiViewRetriever:
     document carries ``score``
     (its best view's score) and the matched-view keys of ``haystack_mvr.views`` (``mvr_matched_view``,
     ``mvr_matched_scope``, ``mvr_matched_span``, ``mvr_matched_text``). :meth:`run_batch` answers many query
-    embeddings in one store call.
+    embeddings in one store call. As qdrant-haystack's retrievers, it takes ``scale_score`` and
+    ``score_threshold`` (at init and per call), and :meth:`close` / :meth:`close_async` close its store.
+
+    A text query (``query: str``, for ``MultiRetriever``, agent tools or Hayhooks' MCP): ``MultiViewTextRetriever``
+    (embedder and retriever in one component, late-interaction models included), or Haystack's own
+    ``TextEmbeddingRetriever(retriever=MultiViewRetriever(...), text_embedder=MultiViewTextEmbedder(...))`` for a
+    single-vector model (it passes the ``embedding`` output only, which a late-interaction query cannot travel in).
 
     With ``granularity="snippet"`` the same index answers at a finer grain (as DensePhrases serves documents and
     phrases from one index): the ``top_k`` best snippet views across all documents, each a snippet ``Document``
@@ -88,6 +131,8 @@ class MultiViewRetriever:
         filter_policy: FilterPolicy | str = FilterPolicy.REPLACE,
         return_embedding: bool = False,
         granularity: str = "document",
+        scale_score: bool = False,
+        score_threshold: float | None = None,
     ) -> None:
         """
         Create a MultiViewRetriever.
@@ -100,6 +145,11 @@ class MultiViewRetriever:
             snippets never carry views).
         :param granularity: ``"document"`` (unique documents by their best view) or ``"snippet"`` (the best snippet
             views across documents, each as its own ``Document``).
+        :param scale_score: Scale each score to (0, 1), as Haystack scales dot-product scores and qdrant-haystack's
+            retrievers do: ``sigmoid(score / 100)`` (monotone: the order is kept). Off: raw inner products (MaxSim
+            for a late-interaction query).
+        :param score_threshold: Return only documents whose raw score (before ``scale_score``) is at least this;
+            fewer than ``top_k`` may then come back. ``None``: no threshold.
         """
         if not isinstance(document_store, MultiViewDocumentStore):
             msg = (
@@ -119,6 +169,8 @@ class MultiViewRetriever:
             filter_policy if isinstance(filter_policy, FilterPolicy) else FilterPolicy.from_str(filter_policy)
         )
         self.return_embedding = return_embedding
+        self.scale_score = _checked_scale_score(scale_score)
+        self.score_threshold = _checked_score_threshold(score_threshold)
         self._empty_checked = False
 
     def warm_up(self) -> None:
@@ -132,6 +184,31 @@ class MultiViewRetriever:
         if callable(open_store):
             open_store()
         self._check_not_empty()
+
+    async def warm_up_async(self) -> None:
+        """:meth:`warm_up` on an event loop: the store's ``warm_up_async`` when it has one."""
+        open_store = getattr(self.document_store, "warm_up_async", None)
+        if callable(open_store):
+            await open_store()
+        else:
+            sync_open = getattr(self.document_store, "warm_up", None)
+            if callable(sync_open):
+                sync_open()
+        self._check_not_empty()
+
+    def close(self) -> None:
+        """Close the document store (its client, a Qdrant folder's lock), when it has a ``close``."""
+        close = getattr(self.document_store, "close", None)
+        if callable(close):
+            close()
+
+    async def close_async(self) -> None:
+        """Close the document store's async resources: its ``close_async``, else its ``close``."""
+        close = getattr(self.document_store, "close_async", None)
+        if callable(close):
+            await close()
+            return
+        self.close()
 
     def _check_not_empty(self) -> None:
         """Log a warning, once per retriever, when the store holds no documents (checked once: at :meth:`warm_up`,
@@ -159,11 +236,14 @@ class MultiViewRetriever:
             filter_policy=self.filter_policy.value,
             return_embedding=self.return_embedding,
             granularity=self.granularity,
+            scale_score=self.scale_score,
+            score_threshold=self.score_threshold,
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiViewRetriever:
-        params = data["init_parameters"]
+        params = dict(data["init_parameters"])  # the caller's dict is left as it is
+        data = {**data, "init_parameters": params}
         store = params["document_store"]
         params["document_store"] = import_class_by_name(store["type"]).from_dict(store)  # type: ignore[attr-defined]
         if "filter_policy" in params:
@@ -182,6 +262,8 @@ class MultiViewRetriever:
         top_k: int | None = None,
         encoder: dict[str, Any] | None = None,
         packed_query_embedding: str | None = None,
+        scale_score: bool | None = None,
+        score_threshold: float | None = None,
     ) -> dict[str, list[Document]]:
         """
         Retrieve documents.
@@ -197,6 +279,8 @@ class MultiViewRetriever:
             next component as it is, where it deep-copies a ``list[float]`` one float at a time (a protocol check
             per float; on squad-mv the whole query path takes 1.41x one vector per document through the list socket,
             1.15x through this one: ``benchmarks/results/query_path.squad-mv.md``). Give exactly one of the two.
+        :param scale_score: Overrides the init ``scale_score`` for this query (``None``: the init one).
+        :param score_threshold: Overrides the init ``score_threshold`` for this query (``None``: the init one).
         :returns: ``{"documents": [...]}``, best first, exactly ``top_k`` whenever that many match. A store that
             holds no documents is logged as a warning once per retriever (at :meth:`warm_up`, or at the first query
             that finds nothing), as Haystack's ``InMemoryEmbeddingRetriever`` warns about a store without
@@ -206,6 +290,7 @@ class MultiViewRetriever:
         """
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
+        scale, threshold = self._scoring(scale_score, score_threshold)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         self._check_query_form(query, encoder)
         if encoder:
@@ -213,7 +298,13 @@ class MultiViewRetriever:
         documents = self._search(query, top_k, filters)
         if not documents:
             self._check_not_empty()
-        return {"documents": documents}
+        return {"documents": _thresholded(documents, threshold, scale)}
+
+    def _scoring(self, scale_score: bool | None, score_threshold: float | None) -> tuple[bool, float | None]:
+        """The ``scale_score`` and ``score_threshold`` of one call: its own, else the init ones."""
+        scale = self.scale_score if scale_score is None else _checked_scale_score(scale_score)
+        threshold = self.score_threshold if score_threshold is None else _checked_score_threshold(score_threshold)
+        return scale, threshold
 
     def _check_query_form(self, query: Any, encoder: dict[str, Any] | None) -> None:
         """A late-interaction query must come whole (``packed_query_embedding``), and is ranked by document."""
@@ -254,10 +345,13 @@ class MultiViewRetriever:
         top_k: int | None = None,
         encoder: dict[str, Any] | None = None,
         packed_query_embedding: str | None = None,
+        scale_score: bool | None = None,
+        score_threshold: float | None = None,
     ) -> dict[str, list[Document]]:
         """Asynchronous :meth:`run`."""
         query = _query_vector(query_embedding, packed_query_embedding)
         top_k = self._top_k(top_k)
+        scale, threshold = self._scoring(scale_score, score_threshold)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         self._check_query_form(query, encoder)
         if encoder:
@@ -265,7 +359,7 @@ class MultiViewRetriever:
         documents = await self._search_async(query, top_k, filters)
         if not documents:
             self._check_not_empty()
-        return {"documents": documents}
+        return {"documents": _thresholded(documents, threshold, scale)}
 
     def run_batch(
         self,
@@ -273,6 +367,8 @@ class MultiViewRetriever:
         filters: dict[str, Any] | None = None,
         top_k: int | None = None,
         encoder: dict[str, Any] | None = None,
+        scale_score: bool | None = None,
+        score_threshold: float | None = None,
     ) -> dict[str, list[list[Document]]]:
         """
         Retrieve documents for many queries in one store call (``search_batch``): much faster than one call each.
@@ -281,11 +377,14 @@ class MultiViewRetriever:
         :param filters: Runtime filters shared by all queries, combined with the defaults by ``filter_policy``.
         :param top_k: How many documents per query, a positive integer (``None``: the init ``top_k``).
         :param encoder: The query encoder's identity, checked as in :meth:`run`.
+        :param scale_score: As in :meth:`run`.
+        :param score_threshold: As in :meth:`run`.
         :returns: ``{"documents": [[...], ...]}``: one ranked list per query, in query order.
         :raises ValueError: for a late-interaction ``encoder`` (its queries are several vectors each: :meth:`run`
             takes one whole), besides what :meth:`run` refuses.
         """
         top_k = self._top_k(top_k)
+        scale, threshold = self._scoring(scale_score, score_threshold)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
         if encoder and encoder.get("scoring") == "maxsim":
             msg = (
@@ -303,4 +402,4 @@ class MultiViewRetriever:
             )
         if not any(documents):
             self._check_not_empty()
-        return {"documents": documents}
+        return {"documents": [_thresholded(found, threshold, scale) for found in documents]}
