@@ -121,16 +121,6 @@ def documents_with_views(tables: Tables, ids: list[str]) -> Steps[tuple[dict[str
     return documents, views
 
 
-def stored_documents(tables: Tables, ids: list[str]) -> Steps[dict[str, Document]]:
-    """The stored documents of ``ids`` (those that exist), by id."""
-    if not ids:
-        return {}
-    rows = yield compose(
-        "SELECT d.id, d.content, d.meta, d.rest FROM {} d WHERE d.id = ANY({}::text[])", tables.documents, ids
-    )
-    return {r[0]: row_codec.stored_document(*r) for r in rows}
-
-
 def export_page(
     tables: Tables, state: TableState | None, where: Fragment, after: int, batch_size: int, encoder: Any
 ) -> Steps[tuple[list[Document], int | None]]:
@@ -160,6 +150,5 @@ __all__ = [
     "matching_ids",
     "payload_documents",
     "resolve",
-    "stored_documents",
     "views_of",
 ]
