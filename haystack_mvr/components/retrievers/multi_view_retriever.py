@@ -308,16 +308,23 @@ class MultiViewRetriever:
 
     def _check_query_form(self, query: Any, encoder: dict[str, Any] | None) -> None:
         """A late-interaction query must come whole (``packed_query_embedding``), and is ranked by document."""
-        late = bool(encoder) and encoder.get("scoring") == "maxsim"
-        if late and np.ndim(query) == 1:
+        if self._late_interaction(encoder) and np.ndim(query) == 1:
             msg = (
                 "A late-interaction (ColBERT) query is several vectors: connect MultiViewTextEmbedder's "
-                "packed_embedding to packed_query_embedding (its embedding output holds only the first vector)."
+                "packed_embedding to packed_query_embedding (its embedding output holds only the first vector), "
+                "or use MultiViewTextRetriever for a text query."
             )
             raise ValueError(msg)
         if self.granularity == "snippet" and np.ndim(query) == 2:
             msg = 'granularity="snippet" ranks single snippet views: it takes a one-vector query, not a multi-vector.'
             raise ValueError(msg)
+
+    def _late_interaction(self, encoder: dict[str, Any] | None) -> bool:
+        """Whether the query encoder, or else the encoder the store's views come from, scores by MaxSim (a store
+        that does not know its encoder yet, such as a FAISS store not loaded, says nothing)."""
+        stored = getattr(self.document_store, "encoder_config", None)
+        known = encoder or (stored if isinstance(stored, dict) else None)
+        return bool(known) and known.get("scoring") == "maxsim"
 
     def _search(self, query: Any, top_k: int, filters: dict[str, Any] | None) -> list[Document]:
         store = self.document_store
@@ -386,7 +393,7 @@ class MultiViewRetriever:
         top_k = self._top_k(top_k)
         scale, threshold = self._scoring(scale_score, score_threshold)
         filters = apply_filter_policy(self.filter_policy, self.filters, check_filters(filters))
-        if encoder and encoder.get("scoring") == "maxsim":
+        if self._late_interaction(encoder):
             msg = (
                 "run_batch takes one vector per query, but a late-interaction (MaxSim) query is several vectors: "
                 "run each query through run() with its packed_query_embedding."
