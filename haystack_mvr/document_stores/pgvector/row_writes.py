@@ -24,7 +24,7 @@ from psycopg import sql
 from haystack_mvr.document_stores.pgvector import rows as row_codec
 from haystack_mvr.document_stores.pgvector.schema import Tables
 from haystack_mvr.document_stores.pgvector.sql_fragments import Fragment, compose
-from haystack_mvr.document_stores.writes import PreparedDocument
+from haystack_mvr.document_stores.writes import PreparedDocument, already_stored_message, repeated_in_batch_message
 from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY
 
 _INSERT = (
@@ -38,12 +38,7 @@ def apply_policy(prepared: list[PreparedDocument], policy: DuplicatePolicy) -> l
     if policy == DuplicatePolicy.FAIL:
         if len(set(ids)) < len(ids):
             repeated = sorted({i for i in ids if ids.count(i) > 1})
-            msg = (
-                f"ID '{repeated[0]}' is duplicated within this batch: it appears more than once (nothing of the batch "
-                "was written). Write each id once, or pass policy=DuplicatePolicy.OVERWRITE (the last copy is kept) "
-                "or DuplicatePolicy.SKIP (the first is kept)."
-            )
-            raise DuplicateDocumentError(msg)
+            raise DuplicateDocumentError(repeated_in_batch_message(repeated[0]))
         return prepared
     if policy == DuplicatePolicy.SKIP:
         chosen: dict[str, PreparedDocument] = {}
@@ -68,12 +63,12 @@ def write_rows(
     if policy == DuplicatePolicy.FAIL:
         existing = _run(conn, compose("SELECT id FROM {} WHERE id = ANY({}::text[])", tables.documents, ids))
         if existing:
-            raise DuplicateDocumentError(_already_stored(sorted(r[0] for r in existing)[0]))
+            raise DuplicateDocumentError(already_stored_message(sorted(r[0] for r in existing)[0]))
         try:
             _run(conn, insert)
         except psycopg.errors.UniqueViolation as e:  # another writer inserted one of these ids meanwhile
             found = re.match(r"Key \(id\)=\((.*)\) already exists", e.diag.message_detail or "")
-            raise DuplicateDocumentError(_already_stored(found.group(1) if found else ids[0])) from None
+            raise DuplicateDocumentError(already_stored_message(found.group(1) if found else ids[0])) from None
         written = chosen
     elif policy == DuplicatePolicy.SKIP:
         inserted = {r[0] for r in _run(conn, _append(insert, " ON CONFLICT (id) DO NOTHING RETURNING id"))}
@@ -139,13 +134,6 @@ def update_matching(conn: psycopg.Connection, tables: Tables, where: Fragment, m
         ),
     )
     return len(rows)
-
-
-def _already_stored(doc_id: str) -> str:
-    return (
-        f"ID '{doc_id}' already exists. Nothing of this batch was written; pass policy=DuplicatePolicy.OVERWRITE "
-        "to replace it, or DuplicatePolicy.SKIP to keep the stored one."
-    )
 
 
 def _append(fragment: Fragment, text: str) -> Fragment:
