@@ -71,7 +71,9 @@ def test_text_in_documents_out_as_the_readme_pipeline_ranks_them(model, request)
 async def test_run_async(tiny_backbone):
     store = indexed(tiny_backbone)
     retriever = text_retriever(tiny_backbone, store)
+    await retriever.warm_up_async()
     got = (await retriever.run_async(query=QUERY, top_k=2))["documents"]
+    await retriever.close_async()
     assert ranked(got) == ranked(readme_query(tiny_backbone, store, QUERY))[:2]
 
 

@@ -60,6 +60,11 @@ class MultiViewTextRetriever:
         self.text_embedder.warm_up()
         self.retriever.warm_up()
 
+    async def warm_up_async(self) -> None:
+        """:meth:`warm_up` on an event loop (the model loads in this thread; the store opens asynchronously)."""
+        self.text_embedder.warm_up()
+        await self.retriever.warm_up_async()
+
     def close(self) -> None:
         """Close the retriever's store (see ``MultiViewRetriever.close``)."""
         self.retriever.close()
