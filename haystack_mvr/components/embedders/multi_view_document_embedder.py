@@ -150,7 +150,7 @@ class MultiViewDocumentEmbedder:
         """Load the encoder (once; later calls do nothing)."""
         if self.encoder is None:
             encoder = load_encoder(self.model, self.device.to_torch_str(), self.encoder_kwargs, load_options(self))
-            if encoder.tuned_for is not None:
+            if getattr(encoder, "tuned_for", None) is not None:
                 msg = (
                     f"{self.model!s} is a query encoder tuned against a frozen index (haystack-mvr tune-queries): "
                     f"embed documents with the encoder that built that index, {encoder.tuned_for.get('model')!r}."
