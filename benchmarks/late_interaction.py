@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -145,8 +146,10 @@ def main() -> None:
         )  # fmt: skip
         rows.append({"system": f"hybrid, convex (BM25 0.4 / dense 0.6): BM25 + {name}", **results["hybrid"]})
     payload = {
-        "command": "python -m benchmarks.late_interaction " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
-                                                                          vars(args).items() if v not in (None, False)),
+        "command": "python -m benchmarks.late_interaction " + " ".join(
+            f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
+            for k, v in vars(args).items() if v not in (None, False) and not (k == "token_options" and v == "{}")
+        ),
         "tier": args.tier,
         "documents": len(tier.documents),
         "questions": min(args.questions or len(tier.questions), len(tier.questions)),
