@@ -138,7 +138,7 @@ def main() -> None:
             "FAISS Flat (exact)": build_faiss(documents, "Flat", work),
             "FAISS HNSW32": build_faiss(documents, "HNSW32", work),
             "pgvector exact": build_pgvector(documents, uri, "exact", None),
-            "pgvector HNSW (ef_search 40)": build_pgvector(documents, uri, "hnsw", None),
+            "pgvector HNSW (ef_search 40)": build_pgvector(documents, uri, "hnsw", 40),
             "pgvector HNSW (ef_search 100)": build_pgvector(documents, uri, "hnsw", 100),
         }
         found: dict[str, list[list[str]]] = {name: [] for name in systems}

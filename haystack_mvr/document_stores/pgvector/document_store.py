@@ -76,8 +76,9 @@ class PgvectorMultiViewDocumentStore(ThreadedAsyncMethods):
     :param vector_function: ``"inner_product"``, the only one: haystack-mvr scores by inner product.
     :param search_strategy: ``"exact"`` (SQL computes every matching document's score: equal to numpy brute force)
         or ``"hnsw"`` (an HNSW index on the views, iterative scan, exact re-scoring of the candidates).
-    :param hnsw_ef_search: HNSW beam width at query time (pgvector's ``hnsw.ef_search``, default 40): higher finds
-        the true nearest views more often, and costs more per query.
+    :param hnsw_ef_search: HNSW beam width at query time (pgvector's ``hnsw.ef_search``; ``None``: 100, above
+        pgvector's own 40, see ``benchmarks/results/pgvector_store.squad-mv.md``): higher finds the true nearest
+        views more often, and costs more per query.
     :param hnsw_index_creation_kwargs: ``{"m": ..., "ef_construction": ...}`` of the index this store creates
         (pgvector's defaults 16 and 64); an existing index is kept as it is.
     :param recreate_table: Drop the tables at first use (once per store object) and start over.

@@ -44,6 +44,10 @@ WIDEN_FACTOR = 4
 #: Widenings before the exact query answers instead.
 MAX_WIDENINGS = 4
 
+#: hnsw.ef_search when the store names none: pgvector's own 40 misses too many of a multi-view query's best views
+#: (benchmarks/results/pgvector_store.squad-mv.md).
+DEFAULT_EF_SEARCH = 100
+
 
 @dataclass(frozen=True)
 class SearchOptions:
@@ -106,14 +110,11 @@ def search_steps(
     assert state is not None
     where = yield from reads.resolve(tables, plan)
     if options.strategy == "hnsw":
-        if options.ef_search is None:
-            yield compose("SELECT set_config('hnsw.iterative_scan', {}, true)", "relaxed_order")
-        else:
-            yield compose(
-                "SELECT set_config('hnsw.iterative_scan', {}, true), set_config('hnsw.ef_search', {}, true)",
-                "relaxed_order",
-                str(options.ef_search),
-            )
+        yield compose(
+            "SELECT set_config('hnsw.iterative_scan', {}, true), set_config('hnsw.ef_search', {}, true)",
+            "relaxed_order",
+            str(options.ef_search or DEFAULT_EF_SEARCH),
+        )
     candidates = []
     for query in queries:
         if options.strategy == "hnsw":
