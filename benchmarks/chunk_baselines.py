@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--overlap", type=int, default=5)
     parser.add_argument("--chunk-top-k", type=int, default=300)
     parser.add_argument("--questions", type=int, default=None)
+    parser.add_argument("--titles", choices=("both", "with", "without"), default="both", help="chunks with the title")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     import torch
@@ -97,7 +98,7 @@ def main() -> None:
         }
     ]
     joiner = FusionJoiner(sources=["bm25", "dense"], fusion="convex", weights=HYBRID_WEIGHTS, top_k=TOP_K)
-    for title in (True, False):
+    for title in {"both": (True, False), "with": (True,), "without": (False,)}[args.titles]:
         store, seconds = chunk_store(tier.documents, minilm, args.words, args.overlap, title)
         per_doc = store.count_documents() / len(tier.documents)
         query = Pipeline()
@@ -125,7 +126,8 @@ def main() -> None:
         print(rows[-2], rows[-1], flush=True)
     payload = {
         "command": f"python -m benchmarks.chunk_baselines --tier {args.tier} --words {args.words} --overlap "
-        f"{args.overlap} --threads {args.threads}" + (f" --questions {args.questions}" if args.questions else ""),
+        f"{args.overlap} --titles {args.titles} --threads {args.threads}"
+        + (f" --questions {args.questions}" if args.questions else ""),
         "tier": args.tier,
         "documents": len(tier.documents),
         "questions": len(asked),
