@@ -121,6 +121,39 @@ def _bad(message: str) -> None:
     raise InvalidFilterError(message)
 
 
+def query_matrices(query_embeddings: Any, top_k: int, *, single: bool) -> list[np.ndarray]:
+    """
+    The queries of a ``search`` (``single``) or ``search_batch`` as float32 ``(m, d)`` matrices: one row for a
+    vector, ``m`` rows for a late-interaction query given to ``search`` as a matrix; ``top_k`` checked first.
+
+    :raises ValueError: a query that is not numeric, of the wrong shape, empty, or not finite.
+    """
+    check_top_k(top_k)
+    name = "query_embedding" if single else "query_embeddings"
+    try:
+        queries = np.asarray(query_embeddings, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        msg = f"{name} must be {'a list of floats' if single else 'a (n, d) list of lists of floats'}."
+        raise ValueError(msg) from e
+    if single:
+        if queries.ndim not in (1, 2) or queries.shape[-1] == 0 or queries.shape[0] == 0:
+            shape = "a non-empty 1-D vector or an (m, d) matrix of query vectors"
+            msg = f"query_embedding must be {shape}, got shape {queries.shape}."
+            raise ValueError(msg)
+        matrices = [queries.reshape(-1, queries.shape[-1])]
+    elif queries.size == 0 and queries.ndim <= 2:
+        return []
+    elif queries.ndim != 2 or queries.shape[1] == 0:
+        msg = f"query_embeddings must be a non-empty (n, d) matrix, got shape {queries.shape}."
+        raise ValueError(msg)
+    else:
+        matrices = [row[None, :] for row in queries]
+    if not all(np.isfinite(m).all() for m in matrices):
+        msg = f"{name} contains NaN or infinite values."
+        raise ValueError(msg)
+    return matrices
+
+
 def check_query_dimension(queries: np.ndarray, dim: int) -> None:
     """A ``ValueError`` unless the ``(n, d)`` query matrix has the stored views' dimension ``dim``."""
     if queries.shape[1] != dim:

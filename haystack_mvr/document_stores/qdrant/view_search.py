@@ -14,7 +14,7 @@ import numpy as np
 from haystack import Document
 from qdrant_client.http import models
 
-from haystack_mvr.document_stores.checks import check_query_dimension, check_top_k
+from haystack_mvr.document_stores.checks import check_query_dimension, query_matrices
 from haystack_mvr.document_stores.qdrant import converters
 from haystack_mvr.document_stores.qdrant.collection_state import CollectionState
 from haystack_mvr.document_stores.qdrant.converters import GLOBAL_VECTOR, VIEWS_VECTOR
@@ -27,30 +27,7 @@ def search_inputs(
 ) -> tuple[list[np.ndarray], QdrantFilter | None]:
     """Each query as a float32 ``(m, d)`` matrix (one row for a vector, ``m`` for a late-interaction query given to
     ``search`` as a matrix) and the translated ``filters``, checked before any call."""
-    check_top_k(top_k)
-    name = "query_embedding" if single else "query_embeddings"
-    try:
-        queries = np.asarray(query_embeddings, dtype=np.float32)
-    except (TypeError, ValueError) as e:
-        msg = f"{name} must be {'a list of floats' if single else 'a (n, d) list of lists of floats'}."
-        raise ValueError(msg) from e
-    if single:
-        if queries.ndim not in (1, 2) or queries.shape[-1] == 0 or queries.shape[0] == 0:
-            shape = "a non-empty 1-D vector or an (m, d) matrix of query vectors"
-            msg = f"query_embedding must be {shape}, got shape {queries.shape}."
-            raise ValueError(msg)
-        matrices = [queries.reshape(-1, queries.shape[-1])]
-    elif queries.size == 0 and queries.ndim <= 2:
-        return [], convert_filters(filters)
-    elif queries.ndim != 2 or queries.shape[1] == 0:
-        msg = f"query_embeddings must be a non-empty (n, d) matrix, got shape {queries.shape}."
-        raise ValueError(msg)
-    else:
-        matrices = [row[None, :] for row in queries]
-    if not all(np.isfinite(m).all() for m in matrices):
-        msg = f"{name} contains NaN or infinite values."
-        raise ValueError(msg)
-    return matrices, convert_filters(filters)
+    return query_matrices(query_embeddings, top_k, single=single), convert_filters(filters)
 
 
 def searchable(collection: CollectionState | None, queries: list[np.ndarray]) -> bool:
