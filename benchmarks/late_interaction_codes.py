@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
 from benchmarks.late_interaction_scale import gold_documents, squad_tokens
+from haystack_mvr.modeling.loading import portable_model_name
 
 TOP = 10
 
@@ -180,7 +182,11 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     payload = {
         "command": "python -m benchmarks.late_interaction_codes --model "
-        + f"{args.model} --codes {' '.join(args.codes)} --queries {args.queries} --wiki {args.wiki}",
+        + f"{portable_model_name(args.model)} --codes {' '.join(args.codes)}"
+        + f" --queries {args.queries} --wiki {args.wiki}"
+        + (f" --encoder-kwargs {shlex.quote(args.encoder_kwargs)}" if args.encoder_kwargs != "{}" else "")
+        + (f" --store {args.store}" if args.store else "")
+        + (f" --train {args.train} --cache-dir {args.cache_dir}" if args.encoder_kwargs != "{}" else ""),
         "machine": machine_label(threads=args.threads),
         "date": utc_now(),
         "load_average": [round(x, 2) for x in os.getloadavg()],

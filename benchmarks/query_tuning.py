@@ -110,7 +110,7 @@ def main() -> None:
     command = "python -m benchmarks.query_tuning " + " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
         for k, v in vars(args).items()
-        if v not in (None, False) and k != "cache_dir"
+        if v is not None and v is not False and k != "cache_dir"
     )
     payload = {
         "command": command,
