@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from haystack.errors import FilterError
 
 from haystack_mvr.errors import InvalidFilterError, InvalidRequestError
 from haystack_mvr.validation import check_positive_int
@@ -56,6 +57,23 @@ def check_encoder_config(encoder_config: Any) -> dict[str, Any] | None:
 LOGICAL_OPERATORS = ("AND", "OR", "NOT")
 COMPARISON_OPERATORS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
 MAX_FILTER_DEPTH = 32
+
+
+def logical_node(node: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The ``operator`` and ``conditions`` of a logical filter node, as the stores' filter compilers take them;
+    Haystack's ``FilterError`` naming a missing key, an unknown operator or conditions that are not a list."""
+    for key in ("operator", "conditions"):
+        if key not in node:
+            msg = f"'{key}' key missing in {node}"
+            raise FilterError(msg)
+    operator, conditions = node["operator"], node["conditions"]
+    if operator not in LOGICAL_OPERATORS:
+        msg = f"Unknown logical operator '{operator}'. Valid operators are: {sorted(LOGICAL_OPERATORS)}"
+        raise FilterError(msg)
+    if not isinstance(conditions, list):
+        msg = f"'conditions' must be a list in {node}"
+        raise FilterError(msg)
+    return operator, conditions
 
 
 def check_filters(filters: Any) -> Any:

@@ -38,10 +38,10 @@ from haystack.utils.filters import _looks_like_iso_date, _parse_iso_date
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from haystack_mvr.document_stores.checks import logical_node
 from haystack_mvr.document_stores.pgvector.sql_fragments import FALSE, TRUE, Fragment, all_of, any_of, negate, wrap
 
 COMPARISONS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
-LOGICAL = ("AND", "OR", "NOT")
 _UNFILTERABLE = {"embedding", "sparse_embedding", "blob", "meta"}
 _ORDER = {">": op_module.gt, ">=": op_module.ge, "<": op_module.lt, "<=": op_module.le}
 #: Integers (and floats) below this magnitude compare in SQL's numeric exactly as in Python.
@@ -106,17 +106,7 @@ def _condition(node: Any, verify: list[Fragment]) -> _Bounds:
         raise FilterError(msg)
     if "field" in node:
         return _comparison(node, verify)
-    for key in ("operator", "conditions"):
-        if key not in node:
-            msg = f"'{key}' key missing in {node}"
-            raise FilterError(msg)
-    operator, conditions = node["operator"], node["conditions"]
-    if operator not in LOGICAL:
-        msg = f"Unknown logical operator '{operator}'. Valid operators are: {sorted(LOGICAL)}"
-        raise FilterError(msg)
-    if not isinstance(conditions, list):
-        msg = f"'conditions' must be a list in {node}"
-        raise FilterError(msg)
+    operator, conditions = logical_node(node)
     parts = [_condition(c, verify) for c in conditions]
     both = _Bounds(all_of(*(p.lower for p in parts)), all_of(*(p.upper for p in parts)))
     if operator == "OR":

@@ -47,8 +47,9 @@ from haystack import Document
 from haystack.errors import FilterError
 from qdrant_client.http import models
 
+from haystack_mvr.document_stores.checks import logical_node
+
 COMPARISONS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
-LOGICAL = ("AND", "OR", "NOT")
 _DOCUMENT_FIELDS = {f.name for f in dataclasses.fields(Document)}
 _UNFILTERABLE = {"embedding", "sparse_embedding", "blob", "meta"}
 _RANGE_KEYS = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
@@ -203,17 +204,7 @@ def _condition(node: Any, verify: list[models.Condition]) -> _Bounds:
         raise FilterError(msg)
     if "field" in node:
         return _comparison(node, verify)
-    for key in ("operator", "conditions"):
-        if key not in node:
-            msg = f"'{key}' key missing in {node}"
-            raise FilterError(msg)
-    operator, conditions = node["operator"], node["conditions"]
-    if operator not in LOGICAL:
-        msg = f"Unknown logical operator '{operator}'. Valid operators are: {sorted(LOGICAL)}"
-        raise FilterError(msg)
-    if not isinstance(conditions, list):
-        msg = f"'conditions' must be a list in {node}"
-        raise FilterError(msg)
+    operator, conditions = logical_node(node)
     parts = [_condition(c, verify) for c in conditions]
     if operator == "AND":
         return _and(parts)
