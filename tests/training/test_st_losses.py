@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 from sentence_transformers.multi_vector_encoder import losses as st_losses
+from sentence_transformers.multi_vector_encoder.scoring import colbert_scores
 from torch import nn
 
 from haystack_mvr.training import (
@@ -138,7 +139,10 @@ def test_without_the_local_term_it_is_the_librarys_multi_vector_infonce():
     ]
     tau = 0.3
     ours = MultiViewGlobalLocalLoss(VectorsAsModel(), lambda_local=0.0, temperature=tau)(features)["global_loss"]
-    library = st_losses.MultiVectorMultipleNegativesRankingLoss(VectorsAsModel(), scale=1 / tau)(features)
+    # MaxSim named explicitly: since sentence-transformers 6.3 the default is the model's own similarity
+    library = st_losses.MultiVectorMultipleNegativesRankingLoss(
+        VectorsAsModel(), scale=1 / tau, similarity_fct=colbert_scores
+    )(features)
     assert ours.item() == pytest.approx(library.item(), rel=1e-5)
 
 
