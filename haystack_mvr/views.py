@@ -60,6 +60,8 @@ from typing import Any
 import numpy as np
 from haystack import Document
 
+from haystack_mvr.maxsim import best_matches, similarities
+
 VIEWS_KEY = "mvr_views"
 SPANS_KEY = "mvr_view_spans"
 MATCHED_VIEW_KEY = "mvr_matched_view"
@@ -306,9 +308,26 @@ def annotate_match(
     matrix = np.asarray(views, dtype=np.float32)
     query = np.asarray(query, dtype=np.float32)
     meta = {k: v for k, v in document.meta.items() if k != VIEWS_KEY}
-    if query.ndim == 2:
-        return annotated_maxsim_copy(document, meta, matrix @ query.T, views, return_embedding=return_embedding)
-    return annotated_copy(document, meta, (matrix @ query).tolist(), views, return_embedding=return_embedding)
+    queries = query if query.ndim == 2 else query.reshape(1, -1)  # the (m, d) shape every scorer takes
+    return annotated_match_copy(document, meta, similarities(matrix, queries), views, return_embedding=return_embedding)
+
+
+def annotated_match_copy(
+    document: Any,
+    meta: dict[str, Any],
+    scores: np.ndarray,
+    views: np.ndarray | None = None,
+    *,
+    return_embedding: bool = False,
+) -> Document:
+    """
+    :func:`annotate_match` from the views' ``(k, m)`` similarities with an ``(m, d)`` query
+    (:func:`haystack_mvr.maxsim.similarities`, as a search computed them): :func:`annotated_copy` for a one-vector
+    query (``m = 1``), :func:`annotated_maxsim_copy` for a multi-vector one.
+    """
+    if scores.shape[1] == 1:
+        return annotated_copy(document, meta, scores[:, 0].tolist(), views, return_embedding=return_embedding)
+    return annotated_maxsim_copy(document, meta, scores, views, return_embedding=return_embedding)
 
 
 def annotated_copy(
@@ -372,10 +391,11 @@ def annotated_maxsim_copy(
     views' own spans (``mvr_view_spans``, one a token for a ColBERT document) stay only with ``return_embedding``, as
     the views do: a pipeline copies every result's meta between components.
 
-    :param similarities: ``(k, m)``: each view's inner product with each query vector.
+    :param similarities: ``(k, m)``: each view's inner product with each query vector
+        (:func:`haystack_mvr.maxsim.similarities`); the score is their MaxSim, the sum of the best matches
+        (:func:`haystack_mvr.maxsim.best_matches`).
     """
-    best_views = similarities.argmax(axis=0)
-    best = similarities[best_views, np.arange(similarities.shape[1])]
+    best_views, best = best_matches(similarities)
     contribution = np.bincount(best_views, weights=best.astype(np.float64), minlength=similarities.shape[0])
     hits = np.bincount(best_views, minlength=similarities.shape[0])
     matched = int(contribution.argmax())

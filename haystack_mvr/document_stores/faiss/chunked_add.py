@@ -10,7 +10,7 @@ from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.index_family import IndexFamily, reserve
 from haystack_mvr.document_stores.faiss.row_book import CHUNK_ROWS
 from haystack_mvr.document_stores.faiss.view_checks import MAX_SQUARED_NORM, InvalidViews, first_invalid, squared_norm
-from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
+from haystack_mvr.document_stores.faiss.view_labels import labels_of_keys
 
 ADD_ROWS = 2048  # rows copied into the reused buffer per FAISS add: ~3 MiB at d=384, still in cache when added
 
@@ -31,9 +31,7 @@ def add_views(
         counts = np.fromiter(map(len, views), dtype=np.int64, count=len(views))
     ends = np.cumsum(counts)
     total = int(ends[-1])
-    labels = (np.repeat(np.asarray(keys, dtype=np.int64), counts) << VIEW_BITS) | (
-        np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-    )
+    labels = labels_of_keys(keys, counts)
     # document boundaries of chunks of about `step` rows (a chunk holds at least one document)
     step = family.rows_per_add(ADD_ROWS)
     cuts = np.unique(np.searchsorted(ends, np.arange(step, total, step), side="left") + 1)

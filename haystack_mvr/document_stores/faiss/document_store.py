@@ -26,18 +26,17 @@ from haystack_mvr.document_stores.checks import (
 )
 from haystack_mvr.document_stores.faiss import gpu_index, persistence
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line, stored_id
+from haystack_mvr.document_stores.faiss.faiss_threads import default_threads, omp_threads
 from haystack_mvr.document_stores.faiss.filter_queries import FilterQueries
-from haystack_mvr.document_stores.faiss.view_checks import maxsim_query_problem
-from haystack_mvr.document_stores.faiss.view_index import (
+from haystack_mvr.document_stores.faiss.view_checks import (
     NON_FINITE,
     InvalidViews,
-    RankedKeys,
-    ViewIndex,
-    default_threads,
     first_invalid,
-    omp_threads,
+    maxsim_query_problem,
     views_problem,
 )
+from haystack_mvr.document_stores.faiss.view_index import ViewIndex
+from haystack_mvr.document_stores.faiss.view_search import RankedKeys
 from haystack_mvr.document_stores.faiss.write_batch import invalid_views_error, prepare_batch
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.types import StoreStats
@@ -48,15 +47,7 @@ from haystack_mvr.document_stores.writes import (
     json_meta,
     repeated_in_batch_message,
 )
-from haystack_mvr.views import (
-    ENCODER_KEY,
-    SPANS_KEY,
-    VIEWS_KEY,
-    annotated_copy,
-    annotated_maxsim_copy,
-    copy_with,
-    exported_document,
-)
+from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotated_match_copy, copy_with, exported_document
 
 logger = logging.getLogger(__name__)
 
@@ -410,14 +401,16 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
         Exactly ``min(top_k, matching documents with vectors)`` unique documents: the FAISS search widens until
         enough are found or the whole index was searched; a filter matching few rows is scored exactly, others
         search FAISS restricted to the matching rows (an id selector, or filtering afterwards where the index has
-        none). Every returned document is re-scored over its held views as :func:`haystack_mvr.views.annotate_match`
-        scores them (one copy of each document, annotated once) and the list re-sorted by that score.
+        none). Every returned document is scored over its held views (``haystack_mvr.maxsim``; a re-ranking's
+        scores are those it ranked by, not computed again) and annotated as :func:`haystack_mvr.views.annotate_match`
+        annotates (one copy of each document, annotated once), the list sorted by that score.
 
-        A multi-vector query ``(m, d)`` (a late-interaction model's, such as a ColBERT's) ranks by MaxSim, the sum
-        over its vectors of each one's best view: exactly over every document on a Flat index, else over the
-        documents a per-vector search finds (``ViewIndex.maxsim_depth`` each), scored exactly on their rows.
+        The query is a matrix ``(m, d)``; a vector ``(d,)`` is taken as ``(1, d)``. One row ranks by the best view. A
+        multi-vector query (a late-interaction model's, such as a ColBERT's) ranks by MaxSim, the sum over its
+        vectors of each one's best view: exactly over every document on a Flat index, else over the documents a
+        per-vector search finds (``ViewIndex.maxsim_depth`` each), scored exactly on their rows.
 
-        :param query_embedding: The query vector ``(d,)``, or a multi-vector query ``(m, d)``.
+        :param query_embedding: The query: a vector ``(d,)`` or ``(1, d)``, or a multi-vector query ``(m, d)``.
         :param top_k: How many documents.
         :param filters: Haystack metadata filters.
         :param return_embedding: Also return each document's views (``meta["mvr_views"]``) and ``embedding``.
@@ -425,20 +418,8 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
             ``meta["mvr_matched_scope"]`` and, with snippet views, ``meta["mvr_matched_span"]`` and
             ``meta["mvr_matched_text"]``.
         """
-        if np.ndim(query_embedding) == 2:  # a multi-vector (late-interaction) query: MaxSim
-            query = self._validate_queries(query_embedding, batch=True, name="query_embedding")
-            if len(query) == 0:
-                msg = f"query_embedding must hold at least one vector, got shape {np.shape(query_embedding)}."
-                raise ValueError(msg)
-            if len(query) > 1:
-                problem = maxsim_query_problem(query)
-                if problem is not None:
-                    msg = f"query_embedding: {problem}."
-                    raise ValueError(msg)
-                return self._search(query, top_k, filters, return_embedding, batch=False, maxsim=True)[0]
-            return self._search(query, top_k, filters, return_embedding, batch=False)[0]
-        queries = self._validate_queries(query_embedding, batch=False)
-        return self._search(queries, top_k, filters, return_embedding, batch=False)[0]
+        query = self._validate_queries(query_embedding, batch=False)
+        return self._search(query, top_k, filters, return_embedding, batch=False)[0]
 
     def search_batch(
         self,
@@ -463,9 +444,9 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
         filters: dict[str, Any] | None,
         return_embedding: bool,
         batch: bool,
-        maxsim: bool = False,
     ) -> list[list[Document]]:
-        """Each query's documents; with ``maxsim``, ``queries`` are the vectors of one multi-vector query."""
+        """Each query's documents: with ``batch``, the rows of ``queries`` ``(n, d)`` are one-vector queries; without,
+        ``queries`` is one query ``(m, d)`` (``m = 1``: a vector), answered as one list."""
         check_top_k(top_k)
         with self._lock:
             self._ensure_loaded()
@@ -483,32 +464,29 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
                     logger.warning(
                         "The store holds %d documents but no vectors: nothing to search.", len(self._documents)
                     )
-                return [[] for _ in queries]
+                return [[] for _ in (queries if batch else (queries,))]
             if len(queries) == 0:
                 return []
             threads = default_threads(batch, self.search_threads)
-            if maxsim:
-                found = views.top_maxsim(queries, top_k, allowed, threads)
-                return [self._results(found, queries, return_embedding)]
-            ranked = views.top_documents(queries, top_k, allowed, threads)
-            return [self._results(found, query, return_embedding) for query, found in zip(queries, ranked, strict=True)]
+            if batch:
+                ranked = views.top_documents(queries, top_k, allowed, threads, with_rows=return_embedding)
+            else:
+                ranked = [views.top(queries, top_k, allowed, threads, with_rows=return_embedding)]
+            return [self._results(found, return_embedding) for found in ranked]
 
-    def _results(self, found: RankedKeys, query: np.ndarray, return_embedding: bool) -> list[Document]:
-        """The documents of ``found`` scored and annotated as :func:`haystack_mvr.views.annotate_match` does it (by
-        :func:`~haystack_mvr.views.annotated_maxsim_copy` for a multi-vector query ``(m, d)``), each built once from
-        its stored fields (a new meta: callers cannot change the store), best first (stable: FAISS order among equal
-        scores)."""
-        if query.ndim == 1:
-            scores, annotate = (found.rows @ query).tolist(), annotated_copy
-        else:
-            scores, annotate = found.rows @ query.T, annotated_maxsim_copy
+    def _results(self, found: RankedKeys, return_embedding: bool) -> list[Document]:
+        """The documents of ``found`` annotated with the similarities the search scored them by
+        (:func:`haystack_mvr.views.annotated_match_copy`: as :func:`~haystack_mvr.views.annotate_match` does it),
+        each built once from its stored fields (a new meta: callers cannot change the store), best first (stable:
+        search order among equal scores)."""
         docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
+        scores, rows = found.similarities, found.rows
         out = []
         end = 0
         for doc, count in zip(docs, found.counts, strict=True):
             start, end = end, end + count
-            held = found.rows[start:end] if return_embedding else None
-            out.append(annotate(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
+            held = rows[start:end] if rows is not None else None
+            out.append(annotated_match_copy(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
         out.sort(key=lambda d: -d.score)
         return out
 
@@ -601,17 +579,24 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
             self._views.remove(keys)
 
     @staticmethod
-    def _validate_queries(queries: Any, batch: bool, name: str | None = None) -> np.ndarray:
-        name = name or ("query_embeddings" if batch else "query_embedding")
+    def _validate_queries(queries: Any, batch: bool) -> np.ndarray:
+        """The public edge of a search, where a query takes the one shape every search after it uses: ``search``'s
+        query as an ``(m, d)`` float32 matrix (a vector ``(d,)`` becomes ``(1, d)`` here, once; more rows are a
+        multi-vector query), ``search_batch``'s as ``(n, d)``, one one-vector query a row; checked finite, within
+        ``MAX_NORM`` and (a multi-vector query) within ``MAX_MAXSIM_NORM_SUM``."""
+        name = "query_embeddings" if batch else "query_embedding"
         try:
             matrix = np.asarray(queries, dtype=np.float32)
         except (TypeError, ValueError) as e:
             msg = f"{name} must be {'a (n, d) matrix' if batch else 'a list'} of floats."
             raise ValueError(msg) from e
-        if batch and matrix.ndim == 2 and matrix.shape[0] == 0:
-            return matrix.reshape(0, max(1, matrix.shape[1]))
-        if matrix.ndim != (2 if batch else 1) or matrix.shape[-1] == 0:
-            shape = "(n, d) matrix" if batch else "non-empty 1-D vector"
+        if matrix.ndim == 2 and matrix.shape[0] == 0:
+            if batch:
+                return matrix.reshape(0, max(1, matrix.shape[1]))
+            msg = f"{name} must hold at least one vector, got shape {matrix.shape}."
+            raise ValueError(msg)
+        if matrix.ndim not in ((2,) if batch else (1, 2)) or matrix.shape[-1] == 0:
+            shape = "(n, d) matrix" if batch else "non-empty 1-D vector (or an (m, d) matrix of query vectors)"
             msg = f"{name} must be a {shape}, got shape {matrix.shape}."
             raise ValueError(msg)
         matrix = np.ascontiguousarray(matrix.reshape(-1, matrix.shape[-1]))
@@ -619,6 +604,8 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
         if problem == NON_FINITE:
             msg = f"{name} contains NaN or infinite values."
             raise ValueError(msg)
+        if problem is None and not batch and len(matrix) > 1:
+            problem = maxsim_query_problem(matrix)
         if problem is not None:
             msg = f"{name}: {problem}."
             raise ValueError(msg)

@@ -7,6 +7,7 @@ import numpy as np
 
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_labels import keys_of
+from haystack_mvr.maxsim import BestDocuments, document_scores, similarities
 
 _COARSE_ROWS = 4096  # from this many rows a single query's first pass reads a float16 copy (half the bytes)
 _COARSE_AFTER = 32  # single queries on the same rows before their float16 copy is made (the copy costs a scan)
@@ -111,7 +112,8 @@ class DocumentScan:
         return np.concatenate([self.rows[ends[i] : ends[i + 1]] for i in at])
 
     def best(self, query: np.ndarray) -> np.ndarray:
-        """Each document's best inner product with ``query`` ``(d,)``, documents in :attr:`keys` order."""
+        """Each document's best inner product with the one-vector ``query`` ``(1, d)``, documents in :attr:`keys`
+        order: every row scored by FAISS's kernel, each document's maximum by ``haystack_mvr.maxsim``."""
         rows = self.rows
         scores = np.empty(len(rows), dtype=np.float32)
         query = np.ascontiguousarray(query, dtype=np.float32)
@@ -119,13 +121,19 @@ class DocumentScan:
         faiss.fvec_inner_products_ny(ptr(scores), ptr(query), ptr(rows), rows.shape[1], len(rows))
         if self.order is not None:
             scores = scores[self.order]
-        return np.maximum.reduceat(scores, self.starts)
+        return document_scores(scores[:, None], self.starts)
 
-    def maxsim(self, query: np.ndarray) -> np.ndarray:
-        """Each document's MaxSim with a multi-vector query ``(m, d)`` (the sum over its vectors of each one's best
-        row), documents in :attr:`keys` order: every row scored, ``_BLOCK_SCORES`` scores at a time."""
-        transposed = np.ascontiguousarray(query.T, dtype=np.float32)
-        out = np.empty(len(self.keys), dtype=np.float32)
+    def top_maxsim(
+        self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None, with_rows: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
+        """
+        The best ``n_best`` documents by exact MaxSim with ``query`` ``(m, d)`` among ``allowed_keys``, best first:
+        their keys, the ``(k, m)`` similarities of each one's rows and (``with_rows``) those rows. Every row is scored,
+        ``_BLOCK_SCORES`` scores at a time (``haystack_mvr.maxsim.BestDocuments`` keeps the best documents'
+        similarities, so the results are annotated with the scores ranked on).
+        """
+        allowed = None if allowed_keys is None else np.isin(self.keys, allowed_keys)
+        best = BestDocuments(min(n_best, len(self.keys) if allowed_keys is None else len(allowed_keys)), with_rows)
         bounds = self.bounds
         step = max(1, _BLOCK_SCORES // max(1, query.shape[0]))
         first = 0
@@ -134,14 +142,11 @@ class DocumentScan:
             last = min(max(last, first + 1), len(self.keys))
             lo, hi = int(bounds[first]), int(bounds[last])
             rows = self.rows[lo:hi] if self.order is None else self.rows[self.order[lo:hi]]
-            best = np.maximum.reduceat(rows @ transposed, bounds[first:last] - lo, axis=0)
-            out[first:last] = best.sum(axis=1)
+            mask = None if allowed is None else allowed[first:last]
+            best.add(first, similarities(rows, query), bounds[first:last] - lo, rows, mask)
             first = last
-        return out
-
-    def top_maxsim(self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
-        """The best ``n_best`` document keys by exact MaxSim with ``query`` ``(m, d)`` among ``allowed_keys``."""
-        return self._best_keys(self.maxsim(query), n_best, allowed_keys)
+        positions, scores, held = best.best()
+        return self.keys[positions], scores, held
 
     def _float16_copy(self) -> faiss.IndexScalarQuantizer | None:
         """The rows in float16 (FAISS's ``QT_fp16`` scalar quantizer) and the bound :attr:`_error`, made once."""
@@ -162,7 +167,8 @@ class DocumentScan:
         return self._coarse
 
     def top(self, query: np.ndarray, n_best: int, allowed_keys: np.ndarray | None = None) -> np.ndarray:
-        """The best ``n_best`` document keys for ``query`` among ``allowed_keys`` (all with rows), best first."""
+        """The best ``n_best`` document keys for the one-vector ``query`` ``(1, d)`` among ``allowed_keys`` (all with
+        rows), best first."""
         self._searches += 1
         two_pass = allowed_keys is None and self._searches > _COARSE_AFTER  # a store written between queries
         found = self._two_pass(query, min(n_best, len(self.keys))) if two_pass else None  # never pays for the copy
@@ -196,7 +202,7 @@ class DocumentScan:
         query = np.ascontiguousarray(query, dtype=np.float32)
         n = len(self.rows)
         depth = min(n, max(16, 2 * n_best * -(-n // len(self.keys))))
-        approx, found = coarse.search(query[None], depth)
+        approx, found = coarse.search(query, depth)
         approx, found = approx[0], found[0]
         eps = float(np.linalg.norm(query)) * self._error
         floor = float(approx[-1]) if depth < n else -np.inf
@@ -213,7 +219,7 @@ class DocumentScan:
         scores = np.empty(len(rows), dtype=np.float32)
         ptr = faiss.swig_ptr
         faiss.fvec_inner_products_ny(ptr(scores), ptr(query), ptr(rows), rows.shape[1], len(rows))
-        exact = np.maximum.reduceat(scores, np.r_[0, np.cumsum(ends[candidates + 1] - ends[candidates])[:-1]])
+        exact = document_scores(scores[:, None], np.r_[0, np.cumsum(ends[candidates + 1] - ends[candidates])[:-1]])
         order = np.argsort(-exact, kind="stable")[:n_best]
         if exact[order[-1]] < floor + eps:
             return None

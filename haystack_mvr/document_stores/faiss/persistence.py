@@ -34,7 +34,8 @@ from haystack_mvr.document_stores.faiss import index_versions
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_checks import all_unit
-from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, VIEW_BITS, ViewIndex
+from haystack_mvr.document_stores.faiss.view_index import ViewIndex
+from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS, labels_of_keys, too_many_views
 from haystack_mvr.document_stores.writes import same_encoder
 
 FORMAT_VERSION = 2
@@ -256,7 +257,8 @@ def _checked_view_index(
     ordered = keys if strictly_ascending else np.sort(keys)
     if n and (not (strictly_ascending or _ascending(ordered)) or ordered[0] < 0 or ordered[-1] >= 1 << 50):
         raise _corrupt(where, "keys.npy", "repeats a key or holds an invalid one")
-    if counts.dtype != np.int32 or counts.shape != (n,) or (n and (counts.min() < 0 or counts.max() > MAX_VIEWS)):
+    bad_count = n and (counts.min() < 0 or too_many_views(int(counts.max())) is not None)
+    if counts.dtype != np.int32 or counts.shape != (n,) or bad_count:
         raise _corrupt(where, "view_counts.npy", f"does not hold one view count (0..{MAX_VIEWS}) per document")
     if int(counts.sum()) != meta["rows"]:
         raise _corrupt(where, "view_counts.npy", f"counts {int(counts.sum())} rows, the manifest {meta['rows']}")
@@ -294,12 +296,7 @@ def _checked_view_index(
         return views
     if index.d != dim:
         raise _corrupt(where, "index.faiss", f"has dimension {index.d}, the manifest {dim}")
-    live_keys = keys[counts > 0]
-    live_counts = counts[counts > 0].astype(np.int64)
-    views_no = np.arange(int(live_counts.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(live_counts) - live_counts, live_counts
-    )
-    expected = _sorted(np.concatenate([(np.repeat(live_keys, live_counts) << VIEW_BITS) | views_no, tombstones]))
+    expected = _sorted(np.concatenate([labels_of_keys(keys[has_rows], counts[has_rows]), tombstones]))
     # whether every row had unit length: the kept rows say; without them the manifest (not recorded before: False)
     unit_rows = all_unit([held]) if len(held) else meta.get("unit_rows", False)
     if type(unit_rows) is not bool:

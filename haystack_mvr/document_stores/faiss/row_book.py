@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from haystack_mvr.document_stores.faiss.view_checks import MAX_SQUARED_NORM, InvalidViews, first_invalid, squared_norm
-from haystack_mvr.document_stores.faiss.view_labels import labels_of, labels_of_keys
+from haystack_mvr.document_stores.faiss.view_labels import labels_of_keys
 
 CHUNK_ROWS = 65536  # rows copied (or scored, or added to FAISS) at once: bounds the float32 rows held at once
 
@@ -14,7 +14,7 @@ class DocumentRows:
     """
     The rows of a :class:`~haystack_mvr.document_stores.faiss.view_index.ViewIndex`, by document key.
 
-    - ``counts``: key -> views, live documents only (the key's rows are labelled ``labels_of(key, views)``);
+    - ``counts``: key -> views, live documents only (the key's rows are labelled by ``view_labels.labels_of_keys``);
     - ``kept``: key -> ``(k, d)`` float32 rows kept beside a lossy index (``keep_vectors``);
     - ``staging``: key -> ``(k, d)`` rows waiting for a trainable index to be trained;
     - ``tombstones``: labels removed from the store but still in an HNSW graph;
@@ -54,7 +54,7 @@ class DocumentRows:
         keys = [k for k in dict.fromkeys(keys) if k in self.counts]
         if not keys:
             return None
-        labels = np.concatenate([labels_of(k, self.counts[k]) for k in keys])
+        labels = labels_of_keys(np.array(keys, dtype=np.int64), [self.counts[k] for k in keys])
         for k in keys:
             self.rows -= self.counts.pop(k)
             self.kept.pop(k, None)

@@ -1,20 +1,22 @@
-"""The view rows of a multi-view store: one FAISS row per view, under a stable label, searched max-over-views.
+"""The view rows of a multi-view store: one FAISS row per view, under a stable label, searched for documents.
 
-:class:`ViewIndex` is what the store uses; it composes the parts the package docstring lists, each readable alone.
-The names the store and its persistence import from here are re-exported.
+:class:`ViewIndex` is what the store uses; it composes the parts the package docstring lists, each readable alone
+(and imported from its own module: nothing is re-exported here). A query is always a matrix ``(m, d)``
+(``haystack_mvr.maxsim``): :meth:`ViewIndex.top` ranks one query's documents by their best view for ``m = 1`` and by
+MaxSim otherwise, :meth:`ViewIndex.top_documents` ranks a batch of one-vector queries; both return the similarities
+they scored (``view_search.RankedKeys``), which the results are annotated with.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
 
 import numpy as np
 
 from haystack_mvr.document_stores.faiss import gpu_index, view_search
 from haystack_mvr.document_stores.faiss.chunked_add import add_labelled_rows, add_views
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
-from haystack_mvr.document_stores.faiss.faiss_threads import default_threads, omp_threads
+from haystack_mvr.document_stores.faiss.faiss_threads import omp_threads
 from haystack_mvr.document_stores.faiss.flat_scan import DocumentScan
 from haystack_mvr.document_stores.faiss.index_family import (
     COMPACT_FRACTION,
@@ -27,26 +29,11 @@ from haystack_mvr.document_stores.faiss.index_family import (
     use_hashtable_ids,
 )
 from haystack_mvr.document_stores.faiss.row_book import DocumentRows, owned_rows
-from haystack_mvr.document_stores.faiss.view_checks import (
-    MAX_NORM,
-    NON_FINITE,
-    InvalidViews,
-    all_unit,
-    first_invalid,
-    views_problem,
-)
-from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS, VIEW_BITS, keys_of, labels_of
-from haystack_mvr.document_stores.faiss.view_search import IndexSearch, SearchOutcome
+from haystack_mvr.document_stores.faiss.view_checks import InvalidViews, all_unit, first_invalid
+from haystack_mvr.document_stores.faiss.view_labels import labels_of
+from haystack_mvr.document_stores.faiss.view_search import IndexSearch, RankedKeys, SearchOutcome, distinct_documents
 
 logger = logging.getLogger(__name__)
-
-
-class RankedKeys(NamedTuple):
-    """One query's documents: their keys, the rows of each and those rows ``(sum(counts), d)``, grouped by key."""
-
-    keys: list[int]
-    counts: list[int]
-    rows: np.ndarray
 
 
 class ViewIndex:
@@ -150,7 +137,8 @@ class ViewIndex:
 
     # ------------------------------------------------------------------------------------------ writes
     def add(self, keys: list[int], views: list[np.ndarray]) -> None:
-        """Add the rows of new document keys (each key once, never already present).
+        """Add the rows of new document keys (each key once, never already present; each with at most ``MAX_VIEWS``
+        views, which the store's write checks: ``view_labels.too_many_views``).
 
         ``views`` are ``(k, d)`` float32 matrices, possibly the caller's own: rows held beside the index (staged or
         kept) are copied first, so nothing the caller changes later reaches the store. Their finiteness is checked
@@ -162,9 +150,6 @@ class ViewIndex:
         if not keys:
             return
         counts = np.fromiter(map(len, views), dtype=np.int64, count=len(views))
-        if int(counts.max()) > MAX_VIEWS:
-            msg = f"A document can have at most {MAX_VIEWS} views, got {int(counts.max())}."
-            raise ValueError(msg)
         unit = self.unit_rows and all_unit(views)
         self._generation += 1
         held = self.keeps_rows or self._index is None
@@ -286,83 +271,96 @@ class ViewIndex:
                     return self._exact_search(queries, n_best, allowed_keys)
             scan = self._document_scan() if len(queries) == 1 and not self._family.hnsw else None
             if scan is not None:  # Flat on the CPU: every document's best view, exactly, in one pass
-                return [scan.top(queries[0], n_best, allowed_keys)]
+                return [scan.top(queries, n_best, allowed_keys)]
             return self._index_search(queries, n_best, allowed_keys, min(required or n_best, n_best))
 
+    def top(
+        self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int, with_rows: bool = False
+    ) -> RankedKeys:
+        """One query's ``top_k`` documents, scored: a one-vector query ``(1, d)`` by its best view
+        (:meth:`top_documents`), a multi-vector one ``(m, d)`` by MaxSim (:meth:`top_maxsim`)."""
+        if len(query) == 1:
+            return self.top_documents(query, top_k, allowed_keys, threads, with_rows)[0]
+        return self.top_maxsim(query, top_k, allowed_keys, threads, with_rows)
+
     def top_documents(
-        self, queries: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int
+        self,
+        queries: np.ndarray,
+        top_k: int,
+        allowed_keys: np.ndarray | None,
+        threads: int,
+        with_rows: bool = False,
     ) -> list[RankedKeys]:
         """
-        Each query's ``top_k`` documents with their rows: the search, then (beside a lossy index, whose kept rows
-        re-rank a wider pool of candidates exactly) the re-ranking, then the rows the results are scored on.
+        The ``top_k`` documents of each one-vector query (the rows of ``queries`` ``(n, d)``), scored: the search,
+        then (beside a lossy index, whose kept rows re-rank a wider pool of candidates exactly) the re-ranking, whose
+        similarities are returned as they were scored; otherwise the rows of the documents found, scored once.
 
-        :returns: One :class:`RankedKeys` per query, its keys in search order (the caller sorts by score).
+        :param with_rows: Also return the documents' rows (``return_embedding``).
+        :returns: One :class:`~haystack_mvr.document_stores.faiss.view_search.RankedKeys` per query, its keys in
+            search order (the caller sorts by score).
         """
         pool = top_k * 4 + 16 if self.keeps_rows else top_k
         found = self.search(queries, pool, allowed_keys, threads, required=top_k)
         ranked = []
-        for query, keys in zip(queries, found, strict=True):
+        for qi, keys in enumerate(found):
+            query = queries[qi : qi + 1]
             if len(keys) > top_k:
-                scores = self.best_scores(query, keys)
-                keys = keys[np.argsort(-scores, kind="stable")[:top_k]]
-            key_list = keys.tolist()
-            ranked.append(RankedKeys(key_list, self.counts_of(key_list), self.vectors_of(keys)))
+                ranked.append(self._score(query, keys, top_k, with_rows))
+            else:
+                counts = self.counts_of(keys.tolist())
+                ranked.append(view_search.scored_rows(query, keys, counts, self.vectors_of(keys), with_rows))
         return ranked
 
-    def top_maxsim(self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int) -> RankedKeys:
+    def top_maxsim(
+        self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, threads: int, with_rows: bool = False
+    ) -> RankedKeys:
         """
         A multi-vector query's ``(m, d)`` ``top_k`` documents by MaxSim (the sum over its vectors of each one's best
-        view) with their rows. A Flat index (or rows not yet trained into an index) is scored exhaustively, so the
-        ranking is exact. Other indexes find candidates first, the documents of each query vector's ``maxsim_depth``
-        best rows (a per-token ANN search), keep the ``maxsim_rerank`` that rank best across the query vectors (the
-        sum of their reciprocal ranks), and score those exactly on their kept or reconstructed rows.
+        view), scored. A Flat index (or rows not yet trained into an index) is scored exhaustively, so the ranking is
+        exact. Other indexes find candidates first, the documents of each query vector's ``maxsim_depth`` best rows
+        (a per-token ANN search), keep the ``maxsim_rerank`` that rank best across the query vectors (the sum of
+        their reciprocal ranks), and score those exactly on their kept or decoded rows, each row decoded and scored
+        once: the similarities of the ``top_k`` best are what is returned.
         """
         available = len(allowed_keys) if allowed_keys is not None else self.document_count
         top_k = min(top_k, available)
         if top_k == 0:
-            return RankedKeys([], [], np.zeros((0, self.dim), dtype=np.float32))
+            return view_search.ranked(np.zeros(0, dtype=np.int64), [], [], len(query))
         with omp_threads(threads):
             scan = self._document_scan() if self._index is not None and not self._family.hnsw else None
             if scan is not None:
-                keys = scan.top_maxsim(query, top_k, allowed_keys)
+                keys, scores, rows = scan.top_maxsim(query, top_k, allowed_keys, with_rows)
+                return view_search.ranked(keys, scores, rows, len(query))
+            if self._index is None:
+                candidates = allowed_keys if allowed_keys is not None else self.keys()
             else:
-                if self._index is None:
-                    candidates = allowed_keys if allowed_keys is not None else self.keys()
-                else:
-                    found = self._token_candidates(query, top_k, allowed_keys, available, threads)
-                    candidates = _shortlist(found, max(self.maxsim_rerank, top_k))
-                scores = self.best_scores(query, candidates)
-                keys = candidates[np.argsort(-scores, kind="stable")[:top_k]]
-        key_list = keys.tolist()
-        return RankedKeys(key_list, self.counts_of(key_list), self.vectors_of(keys))
+                found = self._token_candidates(query, top_k, allowed_keys, available, threads)
+                candidates = _shortlist(found, max(self.maxsim_rerank, top_k))
+            return self._score(query, candidates, top_k, with_rows)
 
     def _token_candidates(
         self, query: np.ndarray, top_k: int, allowed_keys: np.ndarray | None, available: int, threads: int
     ) -> list[np.ndarray]:
         """Each query vector's candidate documents in a trained index, best first: the documents of its
-        ``maxsim_depth`` best rows (one FAISS search for all the vectors, as ColBERT's per-token retrieval), or,
-        under a filter or on a GPU copy, its ``maxsim_depth`` best documents by the store's widening search (which
-        honours both)."""
+        ``maxsim_depth`` best rows (one FAISS search for all the vectors, as ColBERT's per-token retrieval; each
+        document once, at its best row's rank, tombstones skipped), or, under a filter or on a GPU copy, its
+        ``maxsim_depth`` best documents by the store's widening search (which honours both)."""
         depth = min(max(self.maxsim_depth, top_k), available)
         if allowed_keys is not None or self._gpu is not None:
             return self.search(query, depth, allowed_keys, threads, required=min(top_k, depth))
         rows = min(self.maxsim_depth, self._index.ntotal)
         _, labels = self._index.search(np.ascontiguousarray(query, dtype=np.float32), rows, params=self._params(None))
-        counts = self._book.counts
-        out = []
-        for row in labels:
-            keys = keys_of(row[row >= 0])
-            keys = keys[np.fromiter((k in counts for k in keys.tolist()), dtype=bool, count=len(keys))]  # no tombstones
-            _, first = np.unique(keys, return_index=True)
-            out.append(keys[np.sort(first)])  # each document once, at its best row's rank
+        tombstones = self.tombstones
+        out, _ = distinct_documents(labels, rows, None, tombstones if len(tombstones) else None)
         if len(np.unique(np.concatenate(out))) < min(top_k, available):  # too few: widen until top_k documents
             return self.search(query, depth, None, threads, required=min(top_k, depth))
         return out
 
-    def best_scores(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """Each key's max over its rows (kept, staged or reconstructed) for one query ``(d,)``; its MaxSim for a
-        multi-vector query ``(m, d)``."""
-        return view_search.best_scores(query, keys, self._book.counts, self._read_from(), self.rows_of)
+    def _score(self, query: np.ndarray, keys: np.ndarray, keep: int, with_rows: bool) -> RankedKeys:
+        """The ``keep`` best of ``keys`` by MaxSim with ``query`` ``(m, d)`` (max over views for ``m = 1``), on their
+        kept, staged or decoded rows, with the similarities scored (``view_search.score_documents``)."""
+        return view_search.score_documents(query, keys, self._book.counts, self.vectors_of, keep, with_rows)
 
     def _document_scan(self) -> DocumentScan | None:
         """The one-pass scan of a Flat index searched on the CPU (of an HNSW graph's flat storage: only to read rows
@@ -375,7 +373,7 @@ class ViewIndex:
         return self._scan[1]
 
     def _exact_search(self, queries: np.ndarray, n_best: int, keys: np.ndarray) -> list[np.ndarray]:
-        return view_search.exact_search(queries, n_best, keys, self._book.counts, self.rows_of)
+        return view_search.exact_search(queries, n_best, keys, self._book.counts, self.vectors_of)
 
     def _index_search(
         self,
@@ -514,20 +512,7 @@ class ViewIndex:
         return self._book.sorted_tombstones()
 
 
-__all__ = [
-    "MAX_NORM",
-    "MAX_VIEWS",
-    "NON_FINITE",
-    "VIEW_BITS",
-    "InvalidViews",
-    "ViewIndex",
-    "default_threads",
-    "first_invalid",
-    "keys_of",
-    "labels_of",
-    "omp_threads",
-    "views_problem",
-]
+__all__ = ["ViewIndex"]
 
 
 def _shortlist(found: list[np.ndarray], keep: int) -> np.ndarray:

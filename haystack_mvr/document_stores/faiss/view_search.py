@@ -1,10 +1,13 @@
-"""Searching view rows for documents (max over views): the widening FAISS search, the collapse of rows to
-documents, and the exact scoring that finishes what an approximate index leaves short."""
+"""Searching view rows for documents: the widening FAISS search, the collapse of rows to documents, and the exact
+scoring (``haystack_mvr.maxsim``: max over views, MaxSim for a multi-vector query) that finishes what an approximate
+index leaves short and re-ranks candidates, returning the similarities it computed (:class:`RankedKeys`)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -12,10 +15,66 @@ from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.flat_scan import flat_top_k
 from haystack_mvr.document_stores.faiss.row_book import CHUNK_ROWS
 from haystack_mvr.document_stores.faiss.view_labels import keys_of
+from haystack_mvr.maxsim import BestDocuments, best_per_vector, similarities
 
-SCORED_ROWS = 2048  # reconstructed rows scored at once by best_scores: the memory does not grow with views
+SCORED_ROWS = 2048  # rows scored at once by score_documents: the memory does not grow with views
 
-RowsOf = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # keys -> (labels, (rows, d) vectors), by key
+VectorsOf = Callable[[np.ndarray], np.ndarray]  # keys -> their (rows, d) vectors, grouped by key in the given order
+
+
+class RankedKeys(NamedTuple):
+    """
+    One query's documents as a search scored them: their keys, the rows of each, the ``(sum(counts), m)``
+    similarities of those rows with the query's ``m`` vectors (``haystack_mvr.maxsim.similarities``), grouped by key,
+    and, when asked for, the rows themselves ``(sum(counts), d)`` (else ``None``).
+    """
+
+    keys: list[int]
+    counts: list[int]
+    similarities: np.ndarray
+    rows: np.ndarray | None
+
+
+def ranked(keys: np.ndarray, scores: list[np.ndarray], rows: list[np.ndarray | None], m: int) -> RankedKeys:
+    """:class:`RankedKeys` from each document's ``(k, m)`` similarities and its rows (``None``: not kept)."""
+    held = None if not rows or rows[0] is None else np.concatenate(rows)
+    sims = np.concatenate(scores) if scores else np.zeros((0, m), dtype=np.float32)
+    return RankedKeys(keys.tolist(), [len(s) for s in scores], sims, held)
+
+
+def scored_rows(
+    query: np.ndarray, keys: np.ndarray, counts: list[int], rows: np.ndarray, with_rows: bool
+) -> RankedKeys:
+    """The documents ``keys`` (a search's, in its order) with their ``rows``, scored once against ``query``."""
+    return RankedKeys(keys.tolist(), counts, similarities(rows, query), rows if with_rows else None)
+
+
+def score_documents(
+    query: np.ndarray,
+    keys: np.ndarray,
+    views: dict[int, int],
+    vectors_of: VectorsOf,
+    keep: int,
+    with_rows: bool = False,
+) -> RankedKeys:
+    """
+    The ``keep`` best of ``keys`` by MaxSim with ``query`` ``(m, d)`` (max over views for ``m = 1``), best first
+    (equal scores in the order of ``keys``), scored on their rows (``views`` each: kept, staged or decoded, read by
+    ``vectors_of``) ``SCORED_ROWS`` at a time, with the similarities the scoring computed (and their rows with
+    ``with_rows``): each row is read, decoded and scored once.
+
+    So the memory this takes does not grow with the views per document, or with the candidates scored.
+    """
+    counts = np.fromiter((views[k] for k in keys.tolist()), dtype=np.int64, count=len(keys))
+    ends = np.cumsum(counts)
+    cuts = np.searchsorted(ends, np.arange(SCORED_ROWS, int(ends[-1]) if len(ends) else 0, SCORED_ROWS), side="right")
+    bounds = np.unique(np.r_[0, cuts, len(keys)]).tolist()
+    best = BestDocuments(keep, with_rows)
+    for lo, hi in itertools.pairwise(bounds):
+        vectors = vectors_of(keys[lo:hi])
+        best.add(lo, similarities(vectors, query), ends[lo:hi] - counts[lo:hi] - (ends[lo] - counts[lo]), vectors)
+    positions, scores, rows = best.best()
+    return ranked(keys[positions], scores, rows, len(query))
 
 
 @dataclass
@@ -141,54 +200,21 @@ def distinct_documents(
 
 
 def exact_search(
-    queries: np.ndarray, n_best: int, keys: np.ndarray, views: dict[int, int], rows_of: RowsOf
+    queries: np.ndarray, n_best: int, keys: np.ndarray, views: dict[int, int], vectors_of: VectorsOf
 ) -> list[np.ndarray]:
-    """Score every row of ``keys`` (``views`` rows each, read by ``rows_of``): the best ``n_best`` keys per query."""
+    """The best ``n_best`` of ``keys`` for each of the one-vector ``queries`` ``(n, d)``, every row of ``keys``
+    (``views`` rows each, read by ``vectors_of``) scored exactly: each document's best view for each query at once
+    (``haystack_mvr.maxsim.best_per_vector``)."""
     counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     best = np.empty((len(queries), len(keys)), dtype=np.float32)
     step = max(1, CHUNK_ROWS // max(1, int(counts.max())))
     for lo in range(0, len(keys), step):
         hi = min(len(keys), lo + step)
-        _, vectors = rows_of(keys[lo:hi])
-        scores = queries @ vectors.T
-        best[:, lo:hi] = np.maximum.reduceat(scores, starts[lo:hi] - starts[lo], axis=1)
+        scores = similarities(vectors_of(keys[lo:hi]), queries)
+        best[:, lo:hi] = best_per_vector(scores, starts[lo:hi] - starts[lo]).T
     out = []
     for row in best:
         top = np.argpartition(-row, n_best - 1)[:n_best] if n_best < len(row) else np.arange(len(row))
         out.append(keys[top[np.argsort(-row[top], kind="stable")]])
-    return out
-
-
-def best_scores(
-    query: np.ndarray, keys: np.ndarray, views: dict[int, int], held: dict[int, np.ndarray] | None, rows_of: RowsOf
-) -> np.ndarray:
-    """Each key's max over its rows for one query ``(d,)``, or its MaxSim for a multi-vector query ``(m, d)`` (the
-    sum over the query's vectors of each one's max): ``held`` rows scored where they lie, else rows read by
-    ``rows_of`` (reconstructed) ``SCORED_ROWS`` at a time.
-
-    So the memory this takes does not grow with the views per document (gathering a re-ranking pool's rows first
-    copied every row of every candidate per query).
-    """
-    if len(keys) == 0:
-        return np.zeros(0, dtype=np.float32)
-    transposed = query if query.ndim == 1 else np.ascontiguousarray(query.T)
-    if held is not None:
-        if query.ndim == 1:
-            return np.fromiter((np.max(held[int(k)] @ query) for k in keys), dtype=np.float32, count=len(keys))
-        best = (np.max(held[int(k)] @ transposed, axis=0).sum() for k in keys)
-        return np.fromiter(best, dtype=np.float32, count=len(keys))
-    counts = np.array([views[int(k)] for k in keys], dtype=np.int64)
-    out = np.empty(len(keys), dtype=np.float32)
-    lo = 0
-    while lo < len(keys):
-        hi, rows = lo + 1, int(counts[lo])
-        while hi < len(keys) and rows + counts[hi] <= SCORED_ROWS:
-            rows += int(counts[hi])
-            hi += 1
-        _, vectors = rows_of(keys[lo:hi])
-        starts = np.concatenate([[0], np.cumsum(counts[lo:hi])[:-1]]).astype(np.int64)
-        best = np.maximum.reduceat(vectors @ transposed, starts, axis=0)
-        out[lo:hi] = best if query.ndim == 1 else best.sum(axis=1)
-        lo = hi
     return out

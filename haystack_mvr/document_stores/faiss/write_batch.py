@@ -9,7 +9,7 @@ from haystack import Document
 
 from haystack_mvr.document_stores.checks import document_dimension_message
 from haystack_mvr.document_stores.faiss.document_table import WrittenDocuments, document_line, table_meta
-from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS
+from haystack_mvr.document_stores.faiss.view_labels import too_many_views
 from haystack_mvr.document_stores.writes import SharedByBatch, prepare_document, same_encoder
 
 
@@ -36,11 +36,11 @@ def prepare_batch(
     if shared.dim is not None and dim is not None and shared.dim != dim:
         raise ValueError(document_dimension_message(shared.first_with_views, shared.dim, "the store", dim))
     for doc_id, views in zip(written.ids, written.views, strict=True):
-        if views is not None and len(views) > MAX_VIEWS:
+        problem = None if views is None else too_many_views(len(views))
+        if problem is not None:
             msg = (
-                f"Document {doc_id!r} has {len(views)} views; the store keeps at most {MAX_VIEWS} per document "
-                f"(a view's row is labelled (document key << 12) | view). Nothing of this batch was written: "
-                f"split the document, or encode it with fewer, longer snippets."
+                f"Document {doc_id!r} {problem}. Nothing of this batch was written: split the document, or encode it "
+                f"with fewer, longer snippets."
             )
             raise ValueError(msg)
     encoder = shared.encoder_copy()

@@ -11,7 +11,8 @@ from haystack import Document
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss.view_index import MAX_VIEWS, ViewIndex
+from haystack_mvr.document_stores.faiss.view_index import ViewIndex
+from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS
 from haystack_mvr.views import VIEWS_KEY
 
 DIM = 16

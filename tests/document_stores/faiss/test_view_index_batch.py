@@ -149,7 +149,7 @@ def test_hnsw_rows_of_one_write_make_the_graph_one_faiss_add_makes():
     fails with them): the store's documents are raw IndexHNSWFlat's (one add of the same rows, same efSearch, asked
     for the rows of top_k documents) collapsed to documents."""
     from haystack_mvr.document_stores.faiss.faiss_import import faiss
-    from haystack_mvr.document_stores.faiss.view_index import omp_threads
+    from haystack_mvr.document_stores.faiss.faiss_threads import omp_threads
 
     rng = np.random.default_rng(3)
     dim, views, docs, top_k = 16, 2, 3000, 10

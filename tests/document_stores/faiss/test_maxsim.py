@@ -10,7 +10,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.view_index import ViewIndex
-from tests.document_stores.test_faiss_contract import CONFIGS
+from tests.document_stores.faiss.test_contract import CONFIGS
 
 DIM = 8
 CASES = [(name, keep) for name, (_, _, keeps) in CONFIGS.items() for keep in keeps]

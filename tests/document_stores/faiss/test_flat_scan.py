@@ -37,9 +37,9 @@ def test_two_pass_scores_equal_a_full_scan(n_best):
     position = {k: i for i, k in enumerate(scan.keys.tolist())}
     rng = np.random.default_rng(0)
     for query in rows[rng.integers(0, len(rows), 20)] + 0.3 * rng.standard_normal((20, 48)).astype(np.float32):
-        found = scan._two_pass(np.ascontiguousarray(query, dtype=np.float32), n_best)
+        found = scan._two_pass(np.ascontiguousarray(query[None], dtype=np.float32), n_best)  # (1, d): m = 1
         assert found is not None  # distinct scores: the bound proves the answer
-        best = scan.best(query)
+        best = scan.best(query[None])
         assert np.array_equal(best[[position[k] for k in found.tolist()]], np.sort(best)[::-1][:n_best])
         assert np.allclose(np.sort(best)[::-1][:n_best], np.sort(brute_force(views, query))[::-1][:n_best], atol=1e-5)
 
@@ -48,7 +48,7 @@ def test_two_pass_gives_way_to_a_full_scan_where_its_bound_proves_nothing():
     rows = np.ones((_COARSE_ROWS, 8), dtype=np.float32)  # every row ties
     labels = (np.repeat(np.arange(_COARSE_ROWS // 4), 4) << VIEW_BITS) | np.tile(np.arange(4), _COARSE_ROWS // 4)
     scan = DocumentScan(rows, labels, _COARSE_ROWS // 4)
-    query = np.ones(8, dtype=np.float32)
+    query = np.ones((1, 8), dtype=np.float32)
     assert scan._two_pass(query, 10) is None
     assert len(scan.top(query, 10)) == 10
 
@@ -60,7 +60,7 @@ def test_rows_out_of_document_order_are_scanned_in_order():
     assert scan.order is not None and scan.rows_of(scan.keys[:2]) is None
     query = rows[7]
     expected = np.sort(brute_force(views, query))[::-1][:5]
-    found = scan.top(query, 5)
+    found = scan.top(query[None], 5)
     assert np.allclose(brute_force(views, query)[(found - 5) // 3], expected)
 
 
