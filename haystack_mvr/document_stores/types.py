@@ -12,7 +12,19 @@ from haystack.document_stores.types import DocumentStore
 
 @dataclass(frozen=True)
 class StoreStats:
-    """What a store holds, as ``FaissMultiViewDocumentStore.stats()`` reads it (a snapshot, not a view)."""
+    """
+    What a store holds, as its ``stats()`` reads it: a snapshot, not a view, and never the store's internals (what
+    benchmarks and tools read instead of them).
+
+    :param documents: Stored documents, with vectors or without.
+    :param views: Stored views (vectors), over all documents.
+    :param dimension: Their dimension, ``None`` before the first vector.
+    :param index_factory: The index searched (FAISS's factory string; pgvector's ``"exact"`` or ``"pgvector-hnsw"``).
+    :param trained: Whether the index is ready to search its own rows (a FAISS index still collecting training rows
+        is not; a store without training always is).
+    :param train_size: Rows a trainable index is trained on, else ``None``.
+    :param kept_vector_bytes: Bytes of float32 rows kept beside a lossy index (``0`` where none are).
+    """
 
     documents: int
     views: int
@@ -26,18 +38,31 @@ class StoreStats:
 @runtime_checkable
 class MultiViewDocumentStore(DocumentStore, Protocol):
     """
-    Haystack's ``DocumentStore`` protocol (and its ``*_async`` methods) plus max-over-views search.
+    Haystack's ``DocumentStore`` protocol (and its ``*_async`` methods) plus multi-view search.
 
-    Documents arrive carrying their views as ``haystack_mvr.views`` describes. Every search method returns
-    unique documents, best first, each scored by its best view, ``score = max_i <q, v_i>`` over the views the
-    store holds (their reconstruction, for a lossy index), and annotated by ``haystack_mvr.views.annotate_match``
-    (matched view, its scope, the best snippet's span and text). Exactly ``min(top_k, matching documents with
-    vectors)`` documents are returned. Returned documents are copies: changing them never changes the store.
-    ``haystack_mvr.testing`` holds the contract suite every backend runs.
+    Documents arrive carrying their views as ``haystack_mvr.views`` describes. A query is a matrix ``(m, d)``: one
+    row (``m = 1``) is a one-vector query, scored against a document by its best view, ``score = max_i <q, v_i>``;
+    more rows are a multi-vector (late-interaction) query, scored by MaxSim, ``score = sum_j max_i <q_j, v_i>``. The
+    two are one formula (MaxSim of a one-row query is the best view's score), written once in ``haystack_mvr.maxsim``,
+    over the views the store holds (their reconstruction, for a lossy index). :meth:`search` also takes a vector
+    ``(d,)`` (a list of floats, as Haystack's embedders give it), which is the query ``(1, d)``: a store turns it
+    into that shape once, where it takes the query, and searches and scores ``(m, d)`` from there on.
+    :meth:`search_batch` takes ``(n, d)``, ``n`` one-vector queries.
+
+    Every search method returns unique documents, best first, annotated by ``haystack_mvr.views.annotate_match``
+    (or ``annotated_match_copy`` from similarities already computed): matched view, its scope, the best snippet's
+    span and text, and for a multi-vector query the spans its vectors matched. Exactly ``min(top_k, matching
+    documents with vectors)`` documents are returned. Returned documents are copies: changing them never changes
+    the store. ``haystack_mvr.testing`` holds the contract suite every backend runs (``docs/stores.md``, "Writing a
+    third store").
 
     ``encoder_config`` is the identity of the encoder the stored views come from (``meta["mvr_encoder"]`` of the
     documents written, see ``haystack_mvr.views``), or ``None`` while unknown: a plain attribute, read from the
     stored data when the store opens. :meth:`check_query_encoder` checks a query encoder against it.
+
+    A store also offers ``stats() -> StoreStats``, what it holds (documents, views, dimension, index), for tools and
+    benchmarks instead of its internals (the FAISS and pgvector stores do). It is not one of the methods an
+    ``isinstance`` check of this protocol requires, so a store without it (the Qdrant store, so far) still is one.
     """
 
     encoder_config: dict[str, Any] | None
@@ -61,8 +86,9 @@ class MultiViewDocumentStore(DocumentStore, Protocol):
         return_embedding: bool = False,
     ) -> list[Document]:
         """
-        The ``top_k`` documents whose best view scores highest against ``query_embedding`` ``(d,)`` (a list of
-        floats, or a float32 array as the retriever passes a packed query).
+        The ``top_k`` documents that score highest against ``query_embedding``: a vector ``(d,)`` (a list of floats,
+        or a float32 array as the retriever passes a packed query), taken as the one-row query ``(1, d)`` and scored by
+        the best view; or a multi-vector query ``(m, d)``, scored by MaxSim.
 
         :param filters: Haystack metadata filters; only matching documents are ranked.
         :param return_embedding: Also return each document's views in ``meta["mvr_views"]`` and ``embedding``.
