@@ -1,5 +1,6 @@
 """
-What every benchmark shares: where results go, the machine label, the date, the results writer and timing.
+What every benchmark shares: where results go, the machine label, the date, the command, the results writer and
+timing.
 
 Scripts run as modules of the ``benchmarks`` package from the repository root (``python -m benchmarks.quality``),
 so they import each other as ``benchmarks.<script>`` with no ``sys.path`` edits. Nothing here imports torch,
@@ -18,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -54,6 +57,18 @@ def pin_threads(default: int = 1, *, fixed: int | None = None) -> int:
 def utc_now() -> str:
     """The date a results file records: ISO 8601, UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def command_line(argv: list[str] | None = None) -> str | None:
+    """
+    The command a results file names: ``python -m benchmarks.<script> <its arguments>``, from ``sys.argv`` of a
+    script run as a module of this package (``None`` anywhere else: a test, an interpreter).
+    """
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]) if argv and argv[0] else None
+    if script is None or script.suffix != ".py" or script.resolve().parent != BENCHMARKS:
+        return None
+    return shlex.join(["python", "-m", f"benchmarks.{script.stem}", *argv[1:]])
 
 
 def machine_label(*, threads: int | None = None, device: str | None = None, detail: str | None = None) -> str:
@@ -108,12 +123,19 @@ def rows_table(rows: list[dict[str, Any]], label: str, columns: list[str]) -> li
 def write_results(stem: Path, payload: dict[str, Any], *, markdown: str | None = None, indent: int = 2) -> Path:
     """
     Write ``<stem>.json`` (``payload``, with ``date`` added when absent) and, when given, ``<stem>.md``: the suffix is
-    appended, so a dotted stem (``rag_context.pages``) keeps its dots.
+    appended, so a dotted stem (``rag_context.pages``) keeps its dots. Both name the command that wrote them
+    (:func:`command_line`): ``command`` is added to a payload that has neither ``command`` nor ``commands``, and a
+    ``Written by`` line to a markdown that names no ``python -m benchmarks.`` command.
 
     :returns: The JSON file's path.
     """
     stem.parent.mkdir(parents=True, exist_ok=True)
     payload = payload if "date" in payload else {**payload, "date": utc_now()}
+    command = command_line()
+    if command and "command" not in payload and "commands" not in payload:
+        payload = {**payload, "command": command}
+    if command and markdown is not None and "python -m benchmarks." not in markdown:
+        markdown = markdown.rstrip("\n") + f"\n\nWritten by `{command}`.\n"
     path = stem.with_name(f"{stem.name}.json")
     path.write_text(json.dumps(payload, indent=indent) + "\n", encoding="utf-8")
     if markdown is not None:

@@ -4,7 +4,7 @@ MaxSim on its decoded rows (no candidate stage, so only the code's error counts)
     python -m benchmarks.late_interaction_codes --model runs/colbert-minilm \\
         --codes IVF4096,PQ32 colbertv2:4096 IVF4096,PQ64 pca64:IVF4096,PQ32
 
-The corpus is ``late_interaction_scale``'s: squad-mv's paragraphs and the first ``--wiki`` Wikipedia passages, the
+The corpus: squad-mv's paragraphs and the first ``--wiki`` Wikipedia passages, the
 model's token vectors cached in ``--cache-dir`` (about 780k tokens at 5,500 passages); the queries, the first
 ``--queries`` squad-mv dev questions' query vectors. Codes:
 
@@ -24,6 +24,8 @@ Writes ``benchmarks/results/late_interaction_codes{--name}.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import gzip
+import itertools
 import json
 import os
 import shlex
@@ -38,7 +40,6 @@ if __name__ == "__main__":
 import numpy as np
 
 from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
-from benchmarks.late_interaction_scale import gold_documents, squad_tokens
 from haystack_mvr.modeling.loading import portable_model_name
 
 TOP = 10
@@ -66,7 +67,7 @@ class Corpus:
 
 
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    """The token corpus's options (``late_interaction_scale``'s cache), and the run's."""
+    """The token corpus's options (its cache), and the run's."""
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wiki", type=int, default=5500, help="Wikipedia passages beside squad-mv's paragraphs")
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/late_interaction_scale"))
@@ -77,6 +78,66 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--encoder-kwargs", default="{}", help='JSON encoder_kwargs: {"mode": "tokens"} for a backbone\'s token views'
     )
+
+
+def squad_tokens(
+    model: str,
+    cache: Path,
+    batch_size: int,
+    store: Path | None = None,
+    wiki: int = 0,
+    encoder_kwargs: dict | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The ColBERT's token matrices of squad-mv's paragraphs (read from a saved ``store`` of them, or encoded) and of
+    the first ``wiki`` distractor passages, and its dev questions' query vectors, cached; ``encoder_kwargs``
+    ``{"mode": "tokens"}`` for a plain backbone's token views."""
+    path = cache / f"squad-mv+{wiki}-tokens.npz"
+    if path.exists():
+        data = np.load(path)
+        docs = np.split(data["rows"], np.cumsum(data["counts"])[:-1])
+        queries = list(data["queries"])
+        return docs, queries
+    from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
+    from haystack_mvr.modeling.st_encoder import open_encoder
+    from haystack_mvr.views import document_views
+
+    data_dir = default_data_dir()
+    encoder = open_encoder(model, "cpu", **(encoder_kwargs or {}))
+    _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
+    if store is not None:  # the squad-mv store benchmarks/late_interaction.py saved: its token views, not encoded again
+        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+        saved = FaissMultiViewDocumentStore(index_path=str(store))
+        docs = [document_views(d) for batch in saved.export_documents() for d in batch]
+    else:
+        corpus = load_corpus(data_dir / "squad-mv" / "corpus.jsonl")
+        docs = [d.views for d in encoder.encode_documents([p.text for p in corpus], batch_size=batch_size)]
+    if wiki:
+        with gzip.open(data_dir / "wiki-distractors" / "passages-200k.jsonl.gz", "rt", encoding="utf-8") as f:
+            texts = [json.loads(line)["text"] for line in itertools.islice(f, wiki)]
+        docs += [d.views for d in encoder.encode_documents(texts, batch_size=batch_size)]
+    queries = encoder.query_views([q.question for q in dev[:200]])
+    width = max(len(q) for q in queries)  # zero rows pad a shorter query: each adds 0 to every MaxSim
+    queries = [np.pad(q, ((0, width - len(q)), (0, 0))) for q in queries]
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        path,
+        rows=np.concatenate(docs),
+        counts=np.array([len(d) for d in docs]),
+        queries=np.stack(queries),
+    )
+    return docs, queries
+
+
+def gold_documents(count: int) -> list[str]:
+    """The store ids (``d{corpus position}``: squad-mv's paragraphs come first) of the first ``count`` dev questions'
+    gold paragraphs."""
+    from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
+
+    data_dir = default_data_dir()
+    position = {p.id: i for i, p in enumerate(load_corpus(data_dir / "squad-mv" / "corpus.jsonl"))}
+    _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
+    return [f"d{position[q.positive_id]}" for q in dev[:count]]
 
 
 def token_corpus(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -5,10 +5,13 @@
     # dense systems on a GPU machine, then BM25 and the hybrid on a CPU one, merged into one results file:
     python -m benchmarks.quality --tier squad-mv+20k --systems single-vector,snippet,checkpoints --checkpoint ...
     python -m benchmarks.quality --tier squad-mv+20k --systems bm25,hybrid --checkpoint mvr=runs/mvr --update
+    # scale: 202,067 documents, the encoding saved every 1,024 documents and resumed after a stop
+    python -m benchmarks.quality --tier squad-mv+200k --store-dir runs/stores --index-factories OPQ48,PQ48
 
-Writes benchmarks/results/<tier>.json, <tier>.md and <tier>.png (benchmarks/plots.py redraws the plots alone).
-Needs the benchmark extra: pip install "haystack-mvr[benchmarks]". Questions: the dev split by article of
-squad-mv (haystack_mvr.datasets.DEV_ARTICLES), or any file in its train.jsonl format (--questions).
+Writes benchmarks/results/<tier>.json and <tier>.md (the command in both). Needs the benchmark extra:
+pip install "haystack-mvr[benchmarks]". Questions: the dev split by article of squad-mv
+(haystack_mvr.datasets.DEV_ARTICLES), or any file in its train.jsonl format (--questions); --limit-questions N
+for a smoke run.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from haystack.components.retrievers import InMemoryBM25Retriever, InMemoryEmbedd
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from benchmarks.harness import RESULTS, utc_now, write_results
+from benchmarks.harness import RESULTS, command_line, utc_now, write_results
 from benchmarks.harness import torch_machine_label as machine_label  # the name the quality scripts import
 from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
@@ -391,6 +394,7 @@ def main() -> None:
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     stem = args.output_dir / args.tier
+    commands = [command_line() or "python -m benchmarks.quality"]
     if args.update and stem.with_suffix(".json").exists():
         previous = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
         if previous["documents"] != len(docs) or previous["questions"] != len(questions):
@@ -398,34 +402,28 @@ def main() -> None:
         old_machines = previous.get("machines") or dict.fromkeys(previous["systems"], previous.get("machine", "?"))
         results = {**previous["systems"], **results}
         machines = {**old_machines, **machines}
+        commands = previous.get("commands", [previous["command"]] if "command" in previous else []) + commands
     payload = {
         "tier": args.tier,
         "documents": len(docs),
         "questions": len(questions),
         "question_source": str(args.questions or "squad-mv dev split (haystack_mvr.datasets.DEV_ARTICLES)"),
         "machines": machines,
+        "commands": commands,
         "date": utc_now(),
         "metrics_are": "fractions; the markdown table prints @k metrics as percentages",
         "systems": results,
     }
     extra = ["index_bytes_per_view"] if any("index_bytes_per_view" in m for m in results.values()) else []
     table = markdown_table(results, metrics=[*COLUMNS, "index_seconds", "query_ms", *extra])
-    write_results(
-        stem, payload, markdown=f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions\n\n{table}"
-    )
-    plot(results, stem.with_suffix(".png"), args.tier)
-    print(f"\n{table}\nwrote {stem}.json, .md, .png")
+    written = "; ".join(f"`{c}`" for c in commands)
+    title = f"# {args.tier}: {len(docs)} documents, {len(questions)} dev questions"
+    write_results(stem, payload, markdown=f"{title}\n\nWritten by {written}.\n\n{table}")
+    print(f"\n{table}\nwrote {stem}.json and .md")
 
 
 def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-
-
-def plot(results: dict[str, dict[str, float]], path: Path, tier: str) -> None:
-    """The tier's chart, drawn like the committed ones (benchmarks/plots.py: short labels, zoomed axis)."""
-    from benchmarks.plots import plot_tier
-
-    plot_tier(results, path, f"{tier}: retrieval quality on the dev split")
 
 
 if __name__ == "__main__":

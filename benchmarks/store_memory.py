@@ -3,8 +3,9 @@
     python -m benchmarks.store_memory                                  # 10^6 views, Flat and PQ48, ~10 min on 2 cores
     python -m benchmarks.store_memory --sizes 100000 --factories Flat  # smoke test
 
-Every (size, index, keep_vectors) setting runs in its own fresh Python process, on the same seeded synthetic
-corpus as ``retrieval_speed.py`` (d=384 unit vectors, k views per document). The process writes the documents
+Every (size, index, keep_vectors) setting runs in its own fresh Python process, on a seeded synthetic corpus
+(d=384 unit vectors, k correlated views per document around 1,000 topics: the generator of the store benchmarks
+committed before 2026-12, ``git show a1d91fe:benchmarks/retrieval_speed.py``). The process writes the documents
 (views as numpy arrays in ``meta``), searches once (which builds the index), drops its own copy of the
 generated matrix and reports:
 
@@ -30,8 +31,55 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.harness import REPO, RESULTS, machine_label, write_results
-from benchmarks.retrieval_speed import make_corpus, make_queries, rss_gib
+
+N_TOPICS = 1000
+DOC_SPREAD = 1.7  # norm of the noise added to a topic to make a document centre (cos to topic ~0.5)
+VIEW_SPREAD = 0.75  # norm of the noise added to a document centre to make a view (cos to centre ~0.8)
+QUERY_SPREAD = 1.0  # norm of the noise added to a view to make a query (cos to its view ~0.7)
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def make_corpus(n_rows: int, k: int, dim: int, seed: int) -> np.ndarray:
+    """``n_rows // k`` documents of ``k`` correlated unit views each, row-major by document."""
+    rng = np.random.default_rng(seed)
+    topics = _normalize(rng.standard_normal((N_TOPICS, dim), dtype=np.float32))
+    n_docs = n_rows // k
+    out = np.empty((n_docs * k, dim), dtype=np.float32)
+    chunk = max(1, 65536 // k)
+    for start in range(0, n_docs, chunk):
+        stop = min(n_docs, start + chunk)
+        centres = topics[rng.integers(0, N_TOPICS, stop - start)]
+        centres += rng.standard_normal(centres.shape, dtype=np.float32) * np.float32(DOC_SPREAD / np.sqrt(dim))
+        _normalize(centres)
+        views = np.repeat(centres, k, axis=0)
+        views += rng.standard_normal(views.shape, dtype=np.float32) * np.float32(VIEW_SPREAD / np.sqrt(dim))
+        out[start * k : stop * k] = _normalize(views)
+    return out
+
+
+def make_queries(vectors: np.ndarray, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1)
+    q = vectors[rng.integers(0, len(vectors), n)].copy()
+    q += rng.standard_normal(q.shape, dtype=np.float32) * np.float32(QUERY_SPREAD / np.sqrt(q.shape[1]))
+    return np.ascontiguousarray(_normalize(q))
+
+
+def rss_gib() -> float:
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float("nan")
 
 
 def directory_bytes(path: Path) -> int:
@@ -87,7 +135,7 @@ def render(results: dict) -> str:
         "# Store memory with and without float32 rows (`keep_vectors`)",
         "",
         f"Machine: {results['machine']}. d={results['dim']}, k={results['k']} views per document, synthetic corpus "
-        "of `retrieval_speed.py`. Bytes per stored view; each row is its own fresh process.",
+        "of 1,000 topics. Bytes per stored view; each row is its own fresh process.",
         "",
         "| views | index | keep_vectors | resident | peak | FAISS index | float32 rows | row maps | saved on disk "
         "| same top-10 |",
