@@ -1,16 +1,15 @@
 """
-What every benchmark shares: where results go, the machine label, the date, the command, the results writer and
-timing.
+What every benchmark shares: where results go, thread pinning, the machine label, the date, the command and the
+results writer.
 
 Scripts run as modules of the ``benchmarks`` package from the repository root (``python -m benchmarks.quality``),
 so they import each other as ``benchmarks.<script>`` with no ``sys.path`` edits. Nothing here imports torch,
 numpy or Haystack at module level: the store benchmarks never load torch.
 
 ```python
-from benchmarks.harness import RESULTS, alternate, machine_label, write_results
+from benchmarks.harness import RESULTS, machine_label, write_results
 
-runs = alternate({"before": old, "after": new}, repeats=5)
-write_results(RESULTS / "my_benchmark", {"machine": machine_label(threads=2), "runs": runs}, markdown=table)
+write_results(RESULTS / "my_benchmark", {"machine": machine_label(threads=2), "rows": rows}, markdown=table)
 ```
 """
 
@@ -21,8 +20,6 @@ import os
 import platform
 import shlex
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,17 +99,6 @@ def torch_machine_label(detail: str | None = None) -> str:
     return machine_label(threads=torch.get_num_threads(), device=device, detail=detail)
 
 
-def machine_info() -> dict[str, Any]:
-    """The machine as a JSON object (for results files that keep it structured)."""
-    return {
-        "node": platform.node(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-
-
 def rows_table(rows: list[dict[str, Any]], label: str, columns: list[str]) -> list[str]:
     """A markdown table of result ``rows``: the first column each row's ``label`` value (the header says ``label``),
     then ``columns``, right-aligned, ``-`` where a row has none."""
@@ -143,34 +129,3 @@ def write_results(stem: Path, payload: dict[str, Any], *, markdown: str | None =
             markdown if markdown.endswith("\n") else markdown + "\n", encoding="utf-8"
         )
     return path
-
-
-def _synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def timed(fn: Callable[[], object], device: str = "cpu") -> float:
-    """Seconds one call of ``fn`` takes, waiting for the GPU's queued work before and after on a CUDA device."""
-    _synchronize(device)
-    start = time.perf_counter()
-    fn()
-    _synchronize(device)
-    return time.perf_counter() - start
-
-
-def alternate(
-    variants: dict[str, Callable[[], object]], repeats: int, device: str = "cpu", warmup: int = 1
-) -> dict[str, list[float]]:
-    """Each variant's seconds over ``repeats`` rounds, the variants in turn within a round, after ``warmup`` rounds
-    (interleaved, so that a machine's load changes every variant alike)."""
-    for _ in range(warmup):
-        for fn in variants.values():
-            timed(fn, device)
-    runs: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            runs[name].append(timed(fn, device))
-    return runs
