@@ -47,7 +47,15 @@ from haystack_mvr.document_stores.writes import (
     json_meta,
     repeated_in_batch_message,
 )
-from haystack_mvr.views import ENCODER_KEY, SPANS_KEY, VIEWS_KEY, annotated_match_copy, copy_with, exported_document
+from haystack_mvr.views import (
+    ENCODER_KEY,
+    SPANS_KEY,
+    VIEWS_KEY,
+    annotated_copy,
+    annotated_maxsim_copy,
+    copy_with,
+    exported_document,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -475,18 +483,22 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
             return [self._results(found, return_embedding) for found in ranked]
 
     def _results(self, found: RankedKeys, return_embedding: bool) -> list[Document]:
-        """The documents of ``found`` annotated with the similarities the search scored them by
-        (:func:`haystack_mvr.views.annotated_match_copy`: as :func:`~haystack_mvr.views.annotate_match` does it),
-        each built once from its stored fields (a new meta: callers cannot change the store), best first (stable:
-        search order among equal scores)."""
+        """The documents of ``found`` annotated with the similarities the search scored them by, as
+        :func:`haystack_mvr.views.annotated_match_copy` annotates them (a one-row query's scores are made Python
+        floats once for all the documents), each built once from its stored fields (a new meta: callers cannot
+        change the store), best first (stable: search order among equal scores)."""
         docs = self._documents.records(map(self._id_of.__getitem__, found.keys))
         scores, rows = found.similarities, found.rows
+        if scores.shape[1] == 1:
+            scores, annotate = scores[:, 0].tolist(), annotated_copy
+        else:
+            annotate = annotated_maxsim_copy
         out = []
         end = 0
         for doc, count in zip(docs, found.counts, strict=True):
             start, end = end, end + count
             held = rows[start:end] if rows is not None else None
-            out.append(annotated_match_copy(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
+            out.append(annotate(doc, doc.meta, scores[start:end], held, return_embedding=return_embedding))
         out.sort(key=lambda d: -d.score)
         return out
 

@@ -308,8 +308,9 @@ class ViewIndex:
             if len(keys) > top_k:
                 ranked.append(self._score(query, keys, top_k, with_rows))
             else:
-                counts = self.counts_of(keys.tolist())
-                ranked.append(view_search.scored_rows(query, keys, counts, self.vectors_of(keys), with_rows))
+                key_list = keys.tolist()
+                rows = self.vectors_of(keys)
+                ranked.append(view_search.scored_rows(query, key_list, self.counts_of(key_list), rows, with_rows))
         return ranked
 
     def top_maxsim(

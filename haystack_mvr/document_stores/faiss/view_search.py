@@ -42,11 +42,9 @@ def ranked(keys: np.ndarray, scores: list[np.ndarray], rows: list[np.ndarray | N
     return RankedKeys(keys.tolist(), [len(s) for s in scores], sims, held)
 
 
-def scored_rows(
-    query: np.ndarray, keys: np.ndarray, counts: list[int], rows: np.ndarray, with_rows: bool
-) -> RankedKeys:
+def scored_rows(query: np.ndarray, keys: list[int], counts: list[int], rows: np.ndarray, with_rows: bool) -> RankedKeys:
     """The documents ``keys`` (a search's, in its order) with their ``rows``, scored once against ``query``."""
-    return RankedKeys(keys.tolist(), counts, similarities(rows, query), rows if with_rows else None)
+    return RankedKeys(keys, counts, similarities(rows, query), rows if with_rows else None)
 
 
 def score_documents(
