@@ -63,7 +63,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import BENCHMARKS, RESULTS
+from benchmarks.harness import BENCHMARKS, RESULTS, command_line
 
 if __name__ == "__main__":  # before numpy and torch load: they size their thread pools then
     from benchmarks.harness import pin_threads
@@ -1022,8 +1022,10 @@ def write_results(args, qset: str, stats, full_stats, smoke: bool, results, sett
         "max_questions": args.max_questions,
         "max_pages": args.max_pages,
     }
+    commands = [command_line() or "python -m benchmarks.long_documents"]
     if args.update and json_path.exists():
         previous = json.loads(json_path.read_text(encoding="utf-8"))
+        commands = previous.get("commands", [previous["command"]] if "command" in previous else []) + commands
         if previous["page_statistics"] != stats or previous["page_building"] != build:
             raise SystemExit(f"{json_path} holds other pages or questions; run without --update")
         results = {**previous["systems"], **results}
@@ -1031,6 +1033,7 @@ def write_results(args, qset: str, stats, full_stats, smoke: bool, results, sett
         sweep = {**previous.get("hybrid_sweeps", {}), **(sweep or {})}
     payload = {
         "tier": args.tier,
+        "commands": commands,
         "page_building": build,
         "page_statistics": stats,
         "full_tier_statistics": full_stats,
@@ -1045,10 +1048,12 @@ def write_results(args, qset: str, stats, full_stats, smoke: bool, results, sett
         payload["hybrid_sweeps"] = sweep
     json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     s = stats
+    written = "; ".join(f"`{c}`" for c in commands)
     machines = sorted({v["machine"] for v in settings.values()})
     md = (
         f"# Long documents, {args.tier}: {s['pages']} pages ({s['squad_pages']} squad-mv), {s['questions']} "
         f"{'dev' if qset == 'dev' else qset + ' (training-article)'} questions\n\n"
+        f"Written by {written}.\n\n"
         f"Pages of {s['tokens_min']}-{s['tokens_max']} MiniLM tokens (median {s['tokens_median']}, "
         f"{s['paragraphs_per_page_mean']} paragraphs per page); gold = the page holding the question's paragraph. "
         f"answer_in_snippet@1: the answer string lies in the top page's matched snippet (the whole page for BM25 "

