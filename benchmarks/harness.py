@@ -5,12 +5,6 @@ results writer.
 Scripts run as modules of the ``benchmarks`` package from the repository root (``python -m benchmarks.quality``),
 so they import each other as ``benchmarks.<script>`` with no ``sys.path`` edits. Nothing here imports torch,
 numpy or Haystack at module level: the store benchmarks never load torch.
-
-```python
-from benchmarks.harness import RESULTS, machine_label, write_results
-
-write_results(RESULTS / "my_benchmark", {"machine": machine_label(threads=2), "rows": rows}, markdown=table)
-```
 """
 
 from __future__ import annotations

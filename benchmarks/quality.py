@@ -291,7 +291,7 @@ def main() -> None:
         type=lambda v: [float(w) for w in v.split(",")],
         default=None,
         metavar="BM25,DENSE",
-        help="Fusion weights of the hybrid (default equal); pick them on training questions with hybrid_weights.py.",
+        help="Fusion weights of the hybrid (default equal); pick them on training questions, never on dev.",
     )
     parser.add_argument(
         "--hybrid-fusion",

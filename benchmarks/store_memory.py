@@ -3,19 +3,14 @@
     python -m benchmarks.store_memory                                  # 10^6 views, Flat and PQ48, ~10 min on 2 cores
     python -m benchmarks.store_memory --sizes 100000 --factories Flat  # smoke test
 
-Every (size, index, keep_vectors) setting runs in its own fresh Python process, on a seeded synthetic corpus
-(d=384 unit vectors, k correlated views per document around 1,000 topics: the generator of the store benchmarks
-committed before 2026-12, ``git show a1d91fe:benchmarks/retrieval_speed.py``). The process writes the documents
-(views as numpy arrays in ``meta``), searches once (which builds the index), drops its own copy of the
-generated matrix and reports:
-
-- ``rss_bytes_per_view``: resident memory after the build minus before the corpus was generated, per view
-  (everything the store holds: Documents, row maps, float32 rows if kept, the FAISS index);
-- ``peak_bytes_per_view``: the peak resident memory of the process minus the same baseline, per view (the
-  generated matrix included: the rows are kept until the index is built, so the peak is the same both ways);
-- ``index_bytes_per_view`` (the FAISS index as serialized), ``rows_bytes_per_view`` (float32 rows beside it),
-  ``saved_bytes_per_view`` (the directory ``store.save`` writes);
-- ``top10_equal``: whether both settings of ``keep_vectors`` return the same top-10 documents for 20 queries.
+Every (size, index, keep_vectors) setting runs in a fresh Python process on a seeded synthetic corpus (d=384 unit
+vectors, k correlated views a document around 1,000 topics: ``retrieval_speed.py``'s generator, at a1d91fe). It
+writes the documents (views as numpy arrays in ``meta``), searches once (building the index), drops its copy of the
+matrix and reports, per view: ``rss_bytes_per_view`` (resident after the build minus before the corpus existed:
+Documents, row maps, float32 rows if kept, the index), ``peak_bytes_per_view`` (the process's peak minus the same
+baseline; the generated matrix included), ``index_bytes_per_view`` (serialized), ``rows_bytes_per_view`` (float32
+rows beside it), ``saved_bytes_per_view`` (what ``store.save`` writes); and ``top10_equal``, whether both settings
+of ``keep_vectors`` return the same top 10 for 20 queries.
 
 Writes ``benchmarks/results/store_memory.{json,md}``.
 """
@@ -170,12 +165,7 @@ def main() -> None:
         print(json.dumps(worker(int(size), factory, keep == "1", args.k, args.dim, args.seed)))
         return
 
-    results = {
-        "machine": machine_label(),
-        "dim": args.dim,
-        "k": args.k,
-    }
-    results["rows"] = []
+    results = {"machine": machine_label(), "dim": args.dim, "k": args.k, "rows": []}
     for size in (int(s) for s in args.sizes.split(",")):
         for factory in args.factories:
             pair = []
