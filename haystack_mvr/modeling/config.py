@@ -46,7 +46,7 @@ class MultiViewConfig:
     :param viewer_position: mvr: the position id all k viewers share; the document follows from
         ``viewer_position + 1``. The paper uses 0. On a backbone whose position 0 is an attention sink (every token
         there ends in the same state, e.g. all-MiniLM-L6-v2) the k views come out identical whatever their
-        embeddings; 1 keeps them apart (``benchmarks/viewer_collapse_probe.py`` measures it).
+        embeddings; 1 keeps them apart.
     :param base_model: The backbone this encoder was built from (informational).
     :param sentence_splitter: The sentence splitter that cuts the snippets (snippet and camvr modes; see
         ``modeling/sentence_splitting.py``). Set from this process on creation and load, so a saved checkpoint
