@@ -143,9 +143,21 @@ def serve(args: argparse.Namespace) -> None:
         print(json.dumps(out), flush=True)
 
 
+def _commit(root: Path) -> str:
+    """The commit a checkout's ``haystack_mvr`` is at, and whether it has changes not committed."""
+    run = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "haystack_mvr"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return run.stdout.strip() + (" + uncommitted changes" if dirty else "")
+
+
 def drive(args: argparse.Namespace) -> None:
     """Start both sides, alternate rounds, write the results."""
     sides = {"before": Path(args.before).resolve(), "after": REPO}
+    before_commit, after_commit = _commit(sides["before"]), _commit(REPO)  # what the two sides import, at their start
     common = [
         "--serve",
         "--documents", str(args.documents), "--views", str(args.views), "--dim", str(args.dim),
@@ -202,16 +214,6 @@ def drive(args: argparse.Namespace) -> None:
             "ratio_max": max(ratios),
         }
 
-    def commit(root: Path) -> str:
-        run = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "haystack_mvr"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return run.stdout.strip() + (" + uncommitted changes" if dirty else "")
-
-    before_commit, after_commit = commit(sides["before"]), commit(REPO)
     argv = list(sys.argv[1:])
     if "--before" in argv:  # the worktree's path is this machine's: the results name its commit instead
         argv[argv.index("--before") + 1] = f"<worktree of {before_commit.split()[0]}>"
