@@ -66,6 +66,9 @@ def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
         passages = load_corpus(path, limit=limit or None)
     except (OSError, ValueError) as e:
         raise SystemExit(str(e)) from e
+    if not passages:
+        msg = f'{path} has no documents: give one {{"id", "title", "text"}} record per line.'
+        raise SystemExit(msg)
     return [Document(id=p.id, content=p.text, meta={"title": p.title}) for p in passages]
 
 

@@ -105,6 +105,17 @@ def print_answer(answers: list, pieces: list) -> None:
         print(f"    read {piece.meta['mvr_source_id']} [{start}:{end}]: {textwrap.shorten(piece.content, 90)}")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse names the option in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
@@ -112,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default=None, help="Model name/path or multi-view checkpoint (default: packaged MiniLM)."
     )
     parser.add_argument("--question", action="append", help="A question to ask (repeatable).")
-    parser.add_argument("--top-k", type=int, default=3)
+    parser.add_argument("--top-k", type=positive_int, default=3)
     parser.add_argument("--limit", type=int, default=None, help="Index only the first N documents.")
     parser.add_argument(
         "--index-dir", type=Path, default=DEFAULT_INDEX, help=f"Where the index is cached (default {DEFAULT_INDEX})."
@@ -122,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--reader", default=None, help="A generative reader folder (default: the reader that ships with haystack-mvr)."
     )
-    parser.add_argument("--budget-tokens", type=int, default=256, help="Tokens of context the reader reads.")
+    parser.add_argument("--budget-tokens", type=positive_int, default=256, help="Tokens of context the reader reads.")
     parser.add_argument("--no-answers", action="store_true", help="Retrieve only; do not answer.")
     return parser
 
@@ -130,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     model = check_model(args.model or packaged_minilm())
+    if args.reader and not args.no_answers:
+        check_model(args.reader, reader=True)  # before anything is indexed
     if not args.corpus.is_file():
         read_corpus(args.corpus)  # exits with a one-line message naming the missing file
     store = build_or_load(args.corpus, model, args.limit, None if args.no_cache else args.index_dir)

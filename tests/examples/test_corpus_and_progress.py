@@ -4,6 +4,7 @@ quickstart says what it is doing between loading the model and encoding."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,41 @@ def test_corpus_text_errors_name_file_and_line_and_a_bom_is_read(tmp_path):
     control = write_lines(tmp_path / "control.jsonl", ['{"id": "a", "text": "tab\there"}'])
     with pytest.raises(ValueError, match=rf"^{control}:1: not valid JSON \(Invalid control character at column 25\)"):
         load_corpus(control)
+
+
+def test_quickstart_refuses_an_empty_corpus_before_encoding(tmp_path, tiny_backbone):
+    import quickstart
+
+    corpus = tmp_path / "empty.jsonl"
+    corpus.write_text("\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"empty\.jsonl.*no documents"):
+        quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), "--no-cache", "--no-answers"])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--budget-tokens", "0"], r"--budget-tokens.*positive"),
+        (["--budget-tokens", "-5"], r"--budget-tokens.*positive"),
+        (["--top-k", "0"], r"--top-k.*positive"),
+    ],
+)
+def test_quickstart_refuses_a_bad_number_up_front(tmp_path, tiny_backbone, capsys, option, message):
+    import quickstart
+
+    corpus = tmp_path / "missing-on-purpose.jsonl"  # never read: the arguments are checked first
+    with pytest.raises(SystemExit):
+        quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), *option])
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_quickstart_checks_the_reader_before_indexing(tmp_path, tiny_backbone):
+    import quickstart
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "T", "text": "One sentence here."}\n', encoding="utf-8")
+    index = tmp_path / "index"
+    with pytest.raises(SystemExit, match="nonexistent"):
+        quickstart.main(["--corpus", str(corpus), "--model", str(tiny_backbone), "--index-dir", str(index),
+                         "--reader", str(tmp_path / "nonexistent")])  # fmt: skip
+    assert not index.exists()  # nothing was encoded or cached before the reader was found missing
