@@ -87,7 +87,10 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     folder = root / f"reader-{card['name']}-{card['adapter_sha256'][:12]}"
     if (folder / BUILT).is_file():
-        return folder
+        if intact(folder, card):
+            return folder
+        logger.warning("The cached reader %s is damaged or from an older build: rebuilding", folder)
+    check_adapter(card)
     try:
         gguf = packaged_smollm2()
     except ModelNotFoundError as error:
@@ -108,13 +111,21 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
 
     logger.warning("Building the shipped reader into %s (once; about half a minute on a CPU)", folder)
     start = time.perf_counter()
-    root.mkdir(parents=True, exist_ok=True)
-    building = root / f".building-{folder.name}-{uuid.uuid4().hex}"
+    building = root / f".building-{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
+    try:  # before the merge: an unwritable cache is found now, not after it
+        root.mkdir(parents=True, exist_ok=True)
+        building.mkdir()
+    except OSError as error:
+        msg = f"cannot write the reader cache {root} ({error}); set {CACHE_ENV} to a writable folder."
+        raise OSError(msg) from error
+    remove_abandoned_builds(root, folder.name)
     try:
         merge_generative_adapter(SHIPPED_READER, building, base=SMOLLM2)
-        record = {"adapter_sha256": card["adapter_sha256"], "base_sha256": found}
+        record = {"adapter_sha256": card["adapter_sha256"], "base_sha256": found, "weights": weight_records(building)}
         record["build_seconds"] = round(time.perf_counter() - start, 1)
         (building / BUILT).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        if folder.exists() and not intact(folder, card):  # incomplete (no build record) or damaged: replaced
+            shutil.rmtree(folder, ignore_errors=True)
         try:
             building.rename(folder)
         except OSError:  # another process renamed its build into place first
@@ -124,6 +135,65 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     logger.warning("Built the shipped reader in %.0f s: %s", time.perf_counter() - start, folder)
     return folder
+
+
+ADAPTER = "adapter_model.safetensors"
+_VERIFIED: set[str] = set()  # cached folders whose weights this process has hashed
+
+
+def check_adapter(card: dict) -> None:
+    """Refuse to build from an adapter file that is not the one the card names (its SHA-256 differs)."""
+    path = SHIPPED_READER / ADAPTER
+    found = file_sha256(path) if path.is_file() else "no file"
+    if found != card["adapter_sha256"]:
+        msg = (
+            f"the shipped adapter {path} is not the one its card names: SHA-256 {card['adapter_sha256']} expected, "
+            f"{found} found. Reinstall haystack-mvr."
+        )
+        raise ValueError(msg)
+
+
+def weight_records(folder: Path) -> dict[str, dict]:
+    """The size and SHA-256 of every weight file of a built folder, as its build record keeps them."""
+    return {
+        p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+        for p in sorted(folder.iterdir())
+        if p.suffix in (".safetensors", ".bin")
+    }
+
+
+def intact(folder: Path, card: dict) -> bool:
+    """Whether a cached build is complete and unchanged: its record names this adapter, and its weight files have
+    the recorded sizes (checked on every call) and hashes (checked once a process)."""
+    try:
+        record = json.loads((folder / BUILT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    weights = record.get("weights")
+    if record.get("adapter_sha256") != card["adapter_sha256"] or not isinstance(weights, dict) or not weights:
+        return False
+    files = {name: folder / name for name in weights}
+    if any(not f.is_file() or f.stat().st_size != weights[n].get("bytes") for n, f in files.items()):
+        return False
+    if str(folder) not in _VERIFIED:
+        if any(file_sha256(f) != weights[n].get("sha256") for n, f in files.items()):
+            return False
+        _VERIFIED.add(str(folder))
+    return True
+
+
+def remove_abandoned_builds(root: Path, name: str) -> None:
+    """Remove the ``.building-`` folders of ``name`` whose builder process is gone (killed during a build)."""
+    for path in root.glob(f".building-{name}-*"):
+        pid = path.name[len(f".building-{name}-") :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            continue
 
 
 def checked_reader_folder(folder: str | Path) -> Path:

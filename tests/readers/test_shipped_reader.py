@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -45,8 +49,9 @@ def _fake_merge(calls: list, pause: float = 0.2):
     def merge(adapter, output_dir, base):
         calls.append(output_dir)
         time.sleep(pause)  # both builders are inside the build at once
-        Path(output_dir).mkdir(parents=True)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
         (Path(output_dir) / "config.json").write_text("{}", encoding="utf-8")
+        (Path(output_dir) / "model.safetensors").write_bytes(bytes(range(256)) * 4)
 
     return merge
 
@@ -84,7 +89,7 @@ def test_a_build_that_fails_leaves_nothing_behind(tmp_path, monkeypatch, gguf_of
     from haystack_mvr.readers import generative_model
 
     def broken(adapter, output_dir, base):
-        Path(output_dir).mkdir(parents=True)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
         raise OSError("disk full")
 
     monkeypatch.setattr(generative_model, "merge_generative_adapter", broken)
@@ -154,3 +159,72 @@ def test_the_shipped_reader_builds_from_the_real_gguf_and_answers(tmp_path, one_
         query="Which river flows through Warsaw?", documents=[documents[0], Document(content=injected)]
     )["answers"]
     assert answer.data == "Vistula" and answer.meta["mvr_source_id"] == documents[0].id, answer
+
+
+def test_a_tampered_adapter_is_refused_before_anything_is_merged(tmp_path, monkeypatch, gguf_of_the_card):
+    from haystack_mvr.readers import generative_model
+
+    copy = tmp_path / "reader"
+    shutil.copytree(shipped.SHIPPED_READER, copy)
+    data = bytearray((copy / "adapter_model.safetensors").read_bytes())
+    data[-1] ^= 0xFF  # same size, one byte changed
+    (copy / "adapter_model.safetensors").write_bytes(bytes(data))
+    monkeypatch.setattr(shipped, "SHIPPED_READER", copy)
+    calls: list = []
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls, pause=0))
+    card = shipped.shipped_reader_card()
+    with pytest.raises(ValueError, match=card["adapter_sha256"]) as error:
+        shipped_reader_folder(tmp_path / "c")
+    assert "adapter_model.safetensors" in str(error.value) and calls == []
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no record", "delete"])
+def test_a_damaged_or_incomplete_cached_reader_is_rebuilt(tmp_path, monkeypatch, gguf_of_the_card, damage):
+    from haystack_mvr.readers import generative_model
+
+    calls: list = []
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls, pause=0))
+    folder = shipped_reader_folder(tmp_path / "c")
+    weights = folder / "model.safetensors"
+    good = weights.read_bytes()
+    if damage == "flip":
+        weights.write_bytes(bytes([good[0] ^ 1]) + good[1:])
+    elif damage == "truncate":
+        weights.write_bytes(good[:100])
+    elif damage == "no record":
+        (folder / "built.json").unlink()  # a final folder without its build record
+    else:
+        weights.unlink()
+    shipped._VERIFIED.clear()  # a new process
+    assert shipped_reader_folder(tmp_path / "c") == folder and len(calls) == 2
+    assert weights.read_bytes() == good and (folder / "built.json").is_file()
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [folder.name]
+
+
+def test_a_build_killed_midway_leaves_no_folder_behind_for_long(tmp_path, monkeypatch, gguf_of_the_card):
+    from haystack_mvr.readers import generative_model
+
+    card = shipped.shipped_reader_card()
+    name = f"reader-{card['name']}-{card['adapter_sha256'][:12]}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid whose process is gone, as after kill -9
+    root = tmp_path / "c"
+    (root / f".building-{name}-{dead.pid}-abc").mkdir(parents=True)
+    (root / f".building-{name}-{os.getpid()}-mine").mkdir()  # this process's own: never touched
+    calls: list = []
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls, pause=0))
+    folder = shipped_reader_folder(root)
+    assert sorted(p.name for p in root.iterdir()) == sorted([folder.name, f".building-{name}-{os.getpid()}-mine"])
+
+
+def test_an_unwritable_cache_is_found_before_the_merge(tmp_path, monkeypatch, gguf_of_the_card):
+    from haystack_mvr.readers import generative_model
+
+    calls: list = []
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls, pause=0))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(OSError, match="HAYSTACK_MVR_CACHE"):
+        shipped_reader_folder(blocker / "cache")
+    assert calls == []
