@@ -364,6 +364,12 @@ def main() -> None:
     text += "| builder | % |\n|---|---:|\n" + "".join(f"| {k} | {v} |\n" for k, v in aligned.items())
     stem = f"late_interaction_context.{args.tier}" + (".tokens" if args.tokens else "")
     write_results(RESULTS / stem, payload, markdown=text)
+    spans = args.cache_dir / args.tier / f"contexts-dev.{stem}.json"  # for rag_answers --contexts
+    spans.write_text(
+        json.dumps({"question_ids": [q.id for q in questions], "budgets": args.budgets, "contexts": contexts}) + "\n",
+        encoding="utf-8",
+    )
+    print(f"wrote {spans}")
     print(text)
 
 
