@@ -26,9 +26,9 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import shlex
 import os
 import platform
+import shlex
 import statistics
 import time
 from pathlib import Path
@@ -345,9 +345,14 @@ def main() -> None:
             "'whole' = the top 3 documents whole. Latency: the reader alone, median ms per question."
             + (f" Contexts file: {args.contexts.name} (cache folder of the tier)." if args.contexts else "")
         ),
-        "command": "python -m benchmarks.rag_answers " + " ".join(
-            f"--{k.replace('_', '-')} " + (" ".join(shlex.quote(x) for x in v) if isinstance(v, list) else
-                                           shlex.quote(str(v.name if isinstance(v, Path) and k == 'contexts' else v)))
+        "command": "python -m benchmarks.rag_answers "
+        + " ".join(
+            f"--{k.replace('_', '-')} "
+            + (
+                " ".join(shlex.quote(x) for x in v)
+                if isinstance(v, list)
+                else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
+            )
             for k, v in vars(args).items()
             if v not in (None, False) and k not in ("cache_dir", "tiers", "threads") and v != ["int8"]
         ),
