@@ -141,14 +141,17 @@ def read_rows(answer, label: str, questions, contexts, texts, rows) -> tuple[dic
     predictions, latency = {}, {}
     for row in rows:
         name, budget = row
-        answers, seconds = [], []
+        answers, generated, seconds = [], [], []
         for q, c in zip(questions, contexts, strict=True):
             docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
             start = time.perf_counter()
             found = answer(q.question, docs) if docs else []
             seconds.append(time.perf_counter() - start)
             answers.append(found[0].data if found and found[0].data else "")
+            generated.append(found[0].meta.get("mvr_generated") if found else "")
         predictions[row_key(row)] = answers
+        if any(g is not None for g in generated):  # a grounded reader: its text before snapping, paired
+            predictions[row_key(row) + " (ungrounded)"] = [g or "" for g in generated]
         latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
         print(f"  {label} {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
     return predictions, latency
@@ -220,6 +223,11 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]], against_
         name, budget = against_row.rsplit(" @ ", 1)
         pairs = [(tuple(k.rsplit(" @ ", 1)), (name, budget), "against " + against_row) for k in predictions]
         pairs = [(a, b, asked) for a, b, asked in pairs if row_key(a) != against_row]
+    pairs = list(pairs) + [  # what snapping to a span of the passages changes, question by question
+        (tuple(k.rsplit(" @ ", 1)), tuple((k + " (ungrounded)").rsplit(" @ ", 1)), "grounded against ungrounded")
+        for k in predictions
+        if k + " (ungrounded)" in predictions
+    ]
     for row, against, asked in pairs:
         a, b = row_key(row), row_key(against)
         if a not in predictions or b not in predictions:
@@ -248,7 +256,9 @@ def markdown(payload: dict[str, Any]) -> str:
     readers = list(payload["readers"])
     head = "| context | tokens / q | " + " | ".join(f"{r} EM | {r} F1 | {r} ms / q" for r in readers) + " |"
     lines += [head, "|---|---:|" + "---:|---:|---:|" * len(readers)]
-    for key, tokens in payload["tokens"].items():
+    keys = list(dict.fromkeys(k for r in readers for k in payload["readers"][r]["table"])) or list(payload["tokens"])
+    for key in keys:
+        tokens = payload["tokens"].get(key.removesuffix(" (ungrounded)"), 0.0)
         cells = []
         for r in readers:
             cell = payload["readers"][r]["table"].get(key)
