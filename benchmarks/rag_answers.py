@@ -221,7 +221,11 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]], against_
     pairs = CLAIMS
     if against_row:
         name, budget = against_row.rsplit(" @ ", 1)
-        pairs = [(tuple(k.rsplit(" @ ", 1)), (name, budget), "against " + against_row) for k in predictions]
+        pairs = [
+            (tuple(k.rsplit(" @ ", 1)), (name, budget), "against " + against_row)
+            for k in predictions
+            if not k.endswith(" (ungrounded)")
+        ]
         pairs = [(a, b, asked) for a, b, asked in pairs if row_key(a) != against_row]
     pairs = list(pairs) + [  # what snapping to a span of the passages changes, question by question
         (tuple(k.rsplit(" @ ", 1)), tuple((k + " (ungrounded)").rsplit(" @ ", 1)), "grounded against ungrounded")
