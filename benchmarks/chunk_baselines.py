@@ -30,8 +30,11 @@ from benchmarks.packaged_model import packaged_minilm
 from benchmarks.rag_retrieval import HYBRID_WEIGHTS, TOP_K
 
 
-def chunk_store(documents, model: str, words: int, overlap: int, title: bool, batch_size: int = 64):
-    """The documents split into ``words``-word chunks (``overlap`` words shared), embedded one vector each."""
+def chunk_store(
+    documents, model: str, words: int, overlap: int, title: bool, batch_size: int = 64, split_by: str = "word"
+):
+    """The documents split into ``words``-word chunks (``overlap`` words shared; ``split_by="sentence"``: sentences),
+    embedded one vector each; ``split_by="snippet-spans"``: ``documents`` are already the pieces."""
     from haystack import Pipeline
     from haystack.components.preprocessors import DocumentSplitter
     from haystack.components.writers import DocumentWriter
@@ -40,8 +43,8 @@ def chunk_store(documents, model: str, words: int, overlap: int, title: bool, ba
 
     store = InMemoryDocumentStore(embedding_similarity_function="dot_product")
     indexing = Pipeline()
-    indexing.add_component("splitter", DocumentSplitter(split_by="word", split_length=words, split_overlap=overlap))
     indexing.add_component(
+
         "embedder",
         SentenceTransformersDocumentEmbedder(
             model=model, meta_fields_to_embed=["title"] if title else [], embedding_separator="\n",
@@ -49,11 +52,32 @@ def chunk_store(documents, model: str, words: int, overlap: int, title: bool, ba
         ),
     )  # fmt: skip
     indexing.add_component("writer", DocumentWriter(document_store=store))
-    indexing.connect("splitter.documents", "embedder.documents")
     indexing.connect("embedder.documents", "writer.documents")
+    first = "embedder"
+    if split_by != "snippet-spans":  # else the pieces are written as they come
+        splitter = DocumentSplitter(split_by=split_by, split_length=words, split_overlap=overlap)
+        indexing.add_component("splitter", splitter)
+        indexing.connect("splitter.documents", "embedder.documents")
+        first = "splitter"
     start = time.perf_counter()
-    indexing.run({"splitter": {"documents": documents}})
+    indexing.run({first: {"documents": documents}})
     return store, time.perf_counter() - start
+
+
+def snippet_pieces(tier, model: str) -> list:
+    """Each snippet view's span of the tier's cached snippet store as a document of its own (``source_id``, title)."""
+    from haystack import Document
+
+    from benchmarks.rag_retrieval import CACHE, multi_view_store
+
+    store, _ = multi_view_store(tier, model, CACHE / tier.name / "multi-view")
+    pieces = []
+    for stored in store.filter_documents():
+        for span in stored.meta.get("mvr_view_spans") or []:
+            if span is not None:
+                meta = {"source_id": stored.id, "title": stored.meta.get("title", "")}
+                pieces.append(Document(content=stored.content[span[0] : span[1]], meta=meta))
+    return pieces
 
 
 def main() -> None:
@@ -65,6 +89,11 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=None)
     parser.add_argument("--titles", choices=("both", "with", "without"), default="both", help="chunks with the title")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--split-by", choices=("word", "sentence", "snippet-spans"), default="word",
+        help="sentence: --words sentences a chunk; snippet-spans: the snippet views' own spans (of the cached "
+        "snippet store, runs/rag/<tier>/multi-view), each encoded on its own text (not pooled from a window)",
+    )  # fmt: skip
     args = parser.parse_args()
     import torch
     from haystack import Document, Pipeline
@@ -99,7 +128,8 @@ def main() -> None:
     ]
     joiner = FusionJoiner(sources=["bm25", "dense"], fusion="convex", weights=HYBRID_WEIGHTS, top_k=TOP_K)
     for title in {"both": (True, False), "with": (True,), "without": (False,)}[args.titles]:
-        store, seconds = chunk_store(tier.documents, minilm, args.words, args.overlap, title)
+        pieces = snippet_pieces(tier, minilm) if args.split_by == "snippet-spans" else tier.documents
+        store, seconds = chunk_store(pieces, minilm, args.words, args.overlap, title, split_by=args.split_by)
         per_doc = store.count_documents() / len(tier.documents)
         query = Pipeline()
         query.add_component("embedder", SentenceTransformersTextEmbedder(model=minilm, progress_bar=False))
@@ -116,7 +146,11 @@ def main() -> None:
             ms.append(1000 * (time.perf_counter() - start))
             dense.append([d.id for d in docs])
             hybrid.append([d.id for d in joiner.run(bm25=bm25_docs, dense=docs)["documents"]])
-        name = f"DocumentSplitter {args.words}-word chunks ({args.overlap} overlap){', title in each' if title else ''}"
+        name = {
+            "word": f"DocumentSplitter {args.words}-word chunks ({args.overlap} overlap)",
+            "sentence": f"DocumentSplitter {args.words}-sentence chunks ({args.overlap} overlap)",
+            "snippet-spans": "the snippet views' spans, each encoded on its own text (no global view)",
+        }[args.split_by] + (", title in each" if title else "")
         rows.append(
             {"system": name, **metrics(dense, gold), "vectors_per_document": round(per_doc, 1),
              "float32_bytes_per_document": round(per_doc * 384 * 4, 1), "encode_seconds": round(seconds, 1),
@@ -127,6 +161,7 @@ def main() -> None:
     payload = {
         "command": f"python -m benchmarks.chunk_baselines --tier {args.tier} --words {args.words} --overlap "
         f"{args.overlap} --titles {args.titles} --threads {args.threads}"
+        + (f" --split-by {args.split_by}" if args.split_by != "word" else "")
         + (f" --questions {args.questions}" if args.questions else ""),
         "tier": args.tier,
         "documents": len(tier.documents),
@@ -144,7 +179,8 @@ def main() -> None:
         *rows_table(rows, "system", ["R@1", "R@5", "R@20", "MRR@10", "vectors_per_document",
                                      "float32_bytes_per_document", "encode_seconds", "query_ms_median"]),
     ]  # fmt: skip
-    write_results(RESULTS / f"chunk_baselines.{args.tier}", payload, markdown="\n".join(lines) + "\n")
+    stem = f"chunk_baselines.{args.tier}" + (f".{args.split_by}" if args.split_by != "word" else "")
+    write_results(RESULTS / stem, payload, markdown="\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

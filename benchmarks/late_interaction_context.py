@@ -63,10 +63,47 @@ from benchmarks.rag_retrieval import CACHE, KEEP, Tier, hybrid_pipeline, load_ra
 from haystack_mvr.evaluation.answer_matching import has_answer
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 
-COLBERT_BUILDERS = {"builder after ColBERT": "dense", "builder after ColBERT hybrid": "joiner"}
-COLBERT_DOCUMENTS = {"ColBERT documents": "dense", "ColBERT hybrid documents": "joiner"}
 SNIPPET_ROWS = ("builder after multi-view", "builder after hybrid", "matched snippets", "hybrid documents")
-ROWS = (*COLBERT_BUILDERS, "builder after multi-view", "builder after hybrid", *COLBERT_DOCUMENTS, *SNIPPET_ROWS[2:])
+
+
+def late_rows(label: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The builder rows and the whole-document rows of the late-interaction model called ``label``."""
+    builders = {f"builder after {label}": "dense", f"builder after {label} hybrid": "joiner"}
+    return builders, {f"{label} documents": "dense", f"{label} hybrid documents": "joiner"}
+
+
+def row_names(label: str, chunk_words: int) -> tuple[str, ...]:
+    builders, documents = late_rows(label)
+    chunks = (f"{chunk_words}-word chunks, title in each",) if chunk_words else ()
+    return (*builders, "builder after multi-view", "builder after hybrid", *chunks, *documents, *SNIPPET_ROWS[2:])
+
+
+def chunk_ranker(tier: Tier, model: str, words: int) -> Callable[[str], list[Span]]:
+    """Plain ``DocumentSplitter`` chunks of ``words`` words (a fifth overlapping), the title embedded in each
+    (``chunk_baselines.chunk_store``): a question's chunks as spans of their documents, best first."""
+    from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersTextEmbedder
+
+    from benchmarks.chunk_baselines import chunk_store
+
+    store, _ = chunk_store(tier.documents, model, words, words // 5, title=True)
+    chunks = store.filter_documents()
+    matrix = np.asarray([c.embedding for c in chunks], dtype=np.float32)
+    spans = [[c.meta["source_id"], c.meta["split_idx_start"], c.meta["split_idx_start"] + len(c.content)]
+             for c in chunks]  # fmt: skip
+    texts = {d.id: d.content for d in tier.documents}
+    for (d, s, e), c in zip(spans, chunks, strict=True):
+        if texts[d][s:e] != c.content:
+            raise SystemExit(f"a chunk of {d} is not the text at its split_idx_start: the spans would lie")
+    embedder = SentenceTransformersTextEmbedder(model=model, progress_bar=False)
+    embedder.warm_up()
+
+    def rank(question: str) -> list[Span]:
+        scores = matrix @ np.asarray(embedder.run(text=question)["embedding"], dtype=np.float32)
+        return [spans[j] for j in np.argsort(-scores)[:100]]
+
+    return rank
+
+
 Span = list  # [document id, start, end]
 BUILDER_CHANGES = (
     "Builder changes for token views, measured on 50 of these questions (the `--questions 50` sample), answer in "
@@ -155,23 +192,36 @@ def summarize(questions, contexts, texts, counter: TokenBudgetCounter, budgets, 
 
 
 def measure(
-    tier: Tier, cache: Path, colbert: str, minilm: str, budgets: Sequence[int], limit: int | None, **options: Any
+    tier: Tier,
+    cache: Path,
+    colbert: str,
+    minilm: str,
+    budgets: Sequence[int],
+    limit: int | None,
+    tokens: bool = False,
+    chunk_words: int = 0,
+    **options: Any,
 ):
-    """Every row's contexts for the sampled dev questions, and the builders' seconds a question."""
+    """Every row's contexts for the sampled dev questions, and the builders' seconds a question. ``tokens``: the
+    packaged MiniLM's zero-shot token views (``mode="tokens"``) stand where the ColBERT does."""
     retrieved = json.loads((cache / "retrieved-dev.json").read_text(encoding="utf-8"))
     queries = np.load(cache / "queries-dev.npy")
     if [q.id for q in tier.questions] != [r["id"] for r in retrieved["rows"]]:
         raise SystemExit(f"{cache}/retrieved-dev.json was made for other questions: run rag_retrieval again.")
-    info_path = cache / f"colbert-{Path(colbert).name}" / "info.json"
+    encoder_kwargs = {"mode": "tokens"} if tokens else None
+    info_path = cache / ("tokens" if tokens else f"colbert-{Path(colbert).name}") / "info.json"
     if not info_path.exists():
-        raise SystemExit(f"no ColBERT store at {info_path.parent}: run benchmarks.late_interaction --tier {tier.name}")
-    colbert_store, _ = multi_view_store(tier, colbert, info_path.parent)
+        given = "--tokens" if tokens else f"--model {colbert}"
+        raise SystemExit(f"no store at {info_path.parent}: run benchmarks.late_interaction --tier {tier.name} {given}")
+    colbert_store, _ = multi_view_store(tier, colbert, info_path.parent, encoder_kwargs=encoder_kwargs)
     snippet_store, _ = multi_view_store(tier, minilm, cache / "multi-view")
     counter = TokenBudgetCounter(minilm)
     texts = {d.id: d.content for d in tier.documents}
     by_id = tier.by_id()
-    pipeline = hybrid_pipeline(tier, colbert_store, colbert)
+    pipeline = hybrid_pipeline(tier, colbert_store, colbert, encoder_kwargs)
     pipeline.warm_up()
+    builders, documents = late_rows("token views" if tokens else "ColBERT")
+    chunks = chunk_ranker(tier, minilm, chunk_words) if chunk_words else None
     seconds: dict[str, list[float]] = {"token views": [], "snippet views": [], "ColBERT pipeline": []}
     token_build = timed(packed_builder_contexts(colbert_store, counter, budgets, **options), seconds["token views"])
     snippet_build = timed(builder_contexts(snippet_store, counter, budgets), seconds["snippet views"])
@@ -191,13 +241,16 @@ def measure(
             retrieved["rows"][i], question, texts, by_id, queries[i], snippet_build, counter, budgets
         )
         row = {name: row[name] for name in SNIPPET_ROWS}
-        for name, system in COLBERT_BUILDERS.items():
+        for name, system in builders.items():
             candidates = [  # the upstream's documents with its scores, as a pipeline hands them on
                 Document(id=d.id, content=by_id[d.id].content, meta=by_id[d.id].meta, score=d.score)
                 for d in out[system]["documents"][:KEEP]
             ]
             row[name] = token_build(candidates, packed, encoder)
-        for name, system in COLBERT_DOCUMENTS.items():
+        if chunks is not None:
+            ranked = chunks(question.question)
+            row[f"{chunk_words}-word chunks, title in each"] = {b: fill(ranked, texts, b, counter) for b in budgets}
+        for name, system in documents.items():
             spans = [[d.id, 0, len(texts[d.id])] for d in out[system]["documents"][:KEEP]]
             row[name] = {b: fill(spans, texts, b, counter) for b in budgets}
         contexts.append(row)
@@ -206,14 +259,14 @@ def measure(
     return [tier.questions[i] for i in order], contexts, texts, counter, seconds
 
 
-def alignment(contexts, texts: dict[str, str], budgets: Sequence[int]) -> dict[str, float]:
+def alignment(contexts, texts: dict[str, str], budgets: Sequence[int], label: str = "ColBERT") -> dict[str, float]:
     """Per builder row, the % of its pieces (all budgets) that start and end at sentence boundaries."""
     bounds = {}
     for d, text in texts.items():
         spans = sentence_spans(text)
         bounds[d] = ({s for s, _ in spans}, {e for _, e in spans})
     out = {}
-    for name in (*COLBERT_BUILDERS, "builder after multi-view", "builder after hybrid"):
+    for name in (*late_rows(label)[0], "builder after multi-view", "builder after hybrid"):
         counts = [sentence_aligned(c[name][b], bounds) for c in contexts for b in budgets]
         out[name] = round(100 * sum(a for a, _ in counts) / max(1, sum(n for _, n in counts)), 1)
     return out
@@ -228,6 +281,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--upstream-weight", type=float, default=None, help="the token builders' (default: its own)")
+    parser.add_argument("--tokens", action="store_true", help="the packaged MiniLM's token views instead of --model")
+    parser.add_argument("--chunk-words", type=int, default=0, help="add N-word chunks, title in each")
     args = parser.parse_args()
     import os
 
@@ -239,15 +294,28 @@ def main() -> None:
     tier = load_rag_tier(args.tier)
     start = time.perf_counter()
     options = {} if args.upstream_weight is None else {"upstream_weight": args.upstream_weight}
+    minilm = packaged_minilm()
+    label = "token views" if args.tokens else "ColBERT"
     questions, contexts, texts, counter, seconds = measure(
-        tier, args.cache_dir / args.tier, args.model, packaged_minilm(), args.budgets, args.questions, **options
+        tier,
+        args.cache_dir / args.tier,
+        minilm if args.tokens else args.model,
+        minilm,
+        args.budgets,
+        args.questions,
+        tokens=args.tokens,
+        chunk_words=args.chunk_words,
+        **options,
     )
     run_seconds = time.perf_counter() - start
     ms = {name: round(1000 * float(np.median(s)), 1) for name, s in seconds.items()}
-    command = f"python -m benchmarks.late_interaction_context --tier {args.tier} --model {args.model}" + (
-        f" --questions {args.questions}" if args.questions else ""
+    command = (
+        f"python -m benchmarks.late_interaction_context --tier {args.tier} "
+        + ("--tokens" if args.tokens else f"--model {args.model}")
+        + (f" --questions {args.questions}" if args.questions else "")
+        + (f" --chunk-words {args.chunk_words}" if args.chunk_words else "")
     )
-    aligned = alignment(contexts, texts, args.budgets)
+    aligned = alignment(contexts, texts, args.budgets, label)
     load = [round(x, 2) for x in os.getloadavg()]
     payload = {
         "command": command,
@@ -255,7 +323,7 @@ def main() -> None:
         "split": "dev",
         "questions": len(questions),
         "budgets": args.budgets,
-        "model": args.model,
+        "model": f"{minilm} (mode='tokens')" if args.tokens else args.model,
         "machine": machine_label(threads=args.threads),
         "date": utc_now(),
         "load_average": load,
@@ -265,23 +333,43 @@ def main() -> None:
         "builder_changes": BUILDER_CHANGES,
         "note": (
             f"`{command}`. Each question's top {KEEP} documents; the builder with its defaults (piece_tokens 64, "
-            "upstream_weight 1, order by score, whole document if it fits). ColBERT rows: the ColBERT trained here "
-            "(exact MaxSim over its token views, packed query; hybrid BM25 0.4 / ColBERT 0.6). Snippet rows: "
-            "rag_context's (zero-shot all-MiniLM-L6-v2 snippet views, its cached rankings), same questions."
+            "upstream_weight 1, order by score, whole document if it fits). "
+            + (
+                "Token-view rows: the packaged all-MiniLM-L6-v2's zero-shot token views (mode='tokens', exact "
+                "MaxSim; hybrid BM25 0.4 / token views 0.6). "
+                if args.tokens
+                else "ColBERT rows: the ColBERT trained here (exact MaxSim over its token views, packed query; "
+                "hybrid BM25 0.4 / ColBERT 0.6). "
+            )
+            + "Snippet rows: rag_context's (zero-shot all-MiniLM-L6-v2 snippet views, its cached rankings), same "
+            "questions."
+            + (
+                f" Chunk row: DocumentSplitter {args.chunk_words}-word chunks ({args.chunk_words // 5} overlap), the "
+                "title embedded in each, ranked by the packaged MiniLM (dense alone), best first, filled to B."
+                if args.chunk_words
+                else ""
+            )
         ),
         "timing": (
             f"Median ms to build one question's contexts from one upstream's {KEEP} documents at all "
             f"{len(args.budgets)} budgets ({len(args.budgets)} builder runs, store search included): "
-            f"{ms['token views']} on ColBERT token views, {ms['snippet views']} on snippet views; the "
-            f"ColBERT hybrid pipeline (BM25, ColBERT query, MaxSim, fusion) {ms['ColBERT pipeline']}. Load average at "
+            f"{ms['token views']} on {label} token views, {ms['snippet views']} on snippet views; the "
+            f"{label} hybrid pipeline (BM25, query encoder, MaxSim, fusion) {ms['ColBERT pipeline']}. Load average at "
             f"the end {load}; whole run {run_seconds:.0f} s."
         ),
-        "table": summarize(questions, contexts, texts, counter, args.budgets, ROWS),
+        "table": summarize(questions, contexts, texts, counter, args.budgets, row_names(label, args.chunk_words)),
     }
     text = markdown(payload) + f"\n{BUILDER_CHANGES}\n"
     text += "\nPieces that start and end at sentence boundaries (all budgets, the builder's splitter):\n\n"
     text += "| builder | % |\n|---|---:|\n" + "".join(f"| {k} | {v} |\n" for k, v in aligned.items())
-    write_results(RESULTS / f"late_interaction_context.{args.tier}", payload, markdown=text)
+    stem = f"late_interaction_context.{args.tier}" + (".tokens" if args.tokens else "")
+    write_results(RESULTS / stem, payload, markdown=text)
+    spans = args.cache_dir / args.tier / f"contexts-dev.{stem}.json"  # for rag_answers --contexts
+    spans.write_text(
+        json.dumps({"question_ids": [q.id for q in questions], "budgets": args.budgets, "contexts": contexts}) + "\n",
+        encoding="utf-8",
+    )
+    print(f"wrote {spans}")
     print(text)
 
 

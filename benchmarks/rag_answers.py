@@ -28,6 +28,7 @@ import gzip
 import json
 import os
 import platform
+import shlex
 import statistics
 import time
 from pathlib import Path
@@ -77,10 +78,13 @@ def load_contexts(tier: str, cache: Path, split: str = "dev") -> dict[str, Any]:
     return json.loads((cache / tier / f"contexts-{split}.json").read_text(encoding="utf-8"))
 
 
-def sampled_contexts(tier_name: str, cache: Path, n: int | None) -> tuple[dict[str, str], list, list[dict]]:
-    """The tier's document texts, and a fixed sample (:func:`sample`) of its dev questions with their contexts."""
+def sampled_contexts(
+    tier_name: str, cache: Path, n: int | None, path: Path | None = None
+) -> tuple[dict[str, str], list, list[dict]]:
+    """The tier's document texts, and a fixed sample (:func:`sample`) of its dev questions with their contexts
+    (rag_context's file, or ``path``: one in its format, such as late_interaction_context's)."""
     tier = load_rag_tier(tier_name)
-    saved = load_contexts(tier_name, cache)
+    saved = json.loads(path.read_text(encoding="utf-8")) if path else load_contexts(tier_name, cache)
     by_id = {q.id: q for q in tier.questions}
     keep = sample(saved["question_ids"], n)
     questions = [by_id[saved["question_ids"][i]] for i in keep]
@@ -137,14 +141,17 @@ def read_rows(answer, label: str, questions, contexts, texts, rows) -> tuple[dic
     predictions, latency = {}, {}
     for row in rows:
         name, budget = row
-        answers, seconds = [], []
+        answers, generated, seconds = [], [], []
         for q, c in zip(questions, contexts, strict=True):
             docs = [Document(content=t) for t in passages(c[name][str(budget)], texts)]
             start = time.perf_counter()
             found = answer(q.question, docs) if docs else []
             seconds.append(time.perf_counter() - start)
             answers.append(found[0].data if found and found[0].data else "")
+            generated.append(found[0].meta.get("mvr_generated") if found else "")
         predictions[row_key(row)] = answers
+        if any(g is not None for g in generated):  # a grounded reader: its text before snapping, paired
+            predictions[row_key(row) + " (ungrounded)"] = [g or "" for g in generated]
         latency[row_key(row)] = round(1000 * statistics.median(seconds), 1)
         print(f"  {label} {row_key(row)}: {latency[row_key(row)]} ms median", flush=True)
     return predictions, latency
@@ -208,9 +215,24 @@ def table(predictions: dict[str, list[str]], answers: list[list[str]]) -> dict[s
     return out
 
 
-def claims(predictions: dict[str, list[str]], answers: list[list[str]]) -> list[dict[str, Any]]:
+def claims(predictions: dict[str, list[str]], answers: list[list[str]], against_row: str | None = None):
+    """The paired EM differences of CLAIMS, or of every row against ``against_row`` ('name @ budget')."""
     out = []
-    for row, against, asked in CLAIMS:
+    pairs = CLAIMS
+    if against_row:
+        name, budget = against_row.rsplit(" @ ", 1)
+        pairs = [
+            (tuple(k.rsplit(" @ ", 1)), (name, budget), "against " + against_row)
+            for k in predictions
+            if not k.endswith(" (ungrounded)")
+        ]
+        pairs = [(a, b, asked) for a, b, asked in pairs if row_key(a) != against_row]
+    pairs = list(pairs) + [  # what snapping to a span of the passages changes, question by question
+        (tuple(k.rsplit(" @ ", 1)), tuple((k + " (ungrounded)").rsplit(" @ ", 1)), "grounded against ungrounded")
+        for k in predictions
+        if k + " (ungrounded)" in predictions
+    ]
+    for row, against, asked in pairs:
         a, b = row_key(row), row_key(against)
         if a not in predictions or b not in predictions:
             continue
@@ -221,13 +243,13 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]]) -> list[
     return out
 
 
-def reader_entry(model: str, predictions: dict[str, list[str]], latency: dict, answers) -> dict[str, Any]:
+def reader_entry(model: str, predictions: dict[str, list[str]], latency: dict, answers, against=None) -> dict:
     """One reader's part of the results: what it is, its table, latency, the claims and its answers."""
     return {
         "model": model,
         "table": table(predictions, answers),
         "latency_ms": latency,
-        "claims": claims(predictions, answers),
+        "claims": claims(predictions, answers, against),
         "predictions": predictions,
     }
 
@@ -238,7 +260,9 @@ def markdown(payload: dict[str, Any]) -> str:
     readers = list(payload["readers"])
     head = "| context | tokens / q | " + " | ".join(f"{r} EM | {r} F1 | {r} ms / q" for r in readers) + " |"
     lines += [head, "|---|---:|" + "---:|---:|---:|" * len(readers)]
-    for key, tokens in payload["tokens"].items():
+    keys = list(dict.fromkeys(k for r in readers for k in payload["readers"][r]["table"])) or list(payload["tokens"])
+    for key in keys:
+        tokens = payload["tokens"].get(key.removesuffix(" (ungrounded)"), 0.0)
         cells = []
         for r in readers:
             cell = payload["readers"][r]["table"].get(key)
@@ -275,6 +299,8 @@ def main() -> None:
     )
     parser.add_argument("--precision", nargs="+", default=["int8"], help="With --reader: one entry per precision.")
     parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
+    parser.add_argument("--contexts", type=Path, default=None, help="Another contexts file in rag_context's format.")
+    parser.add_argument("--against", default=None, help="Paired EM differences of every row against this one.")
     parser.add_argument("--export-prompts", type=Path, default=None, help="Write the generative reader's inputs.")
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), help="With --export-prompts.")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
@@ -292,10 +318,12 @@ def main() -> None:
     from benchmarks.rag_context import TokenBudgetCounter
 
     torch.set_num_threads(args.threads)
-    texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions)
+    texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions, args.contexts)
     answers = [q.answers for q in questions]
     counter = TokenBudgetCounter(packaged_minilm())
     rows = [r for r in READER_ROWS if args.rows is None or row_key(r) in args.rows]
+    if args.contexts and args.rows:  # any row of that file
+        rows = [(k.rsplit(" @ ", 1)[0], int(k.rsplit(" @ ", 1)[1])) for k in args.rows]
     readers: dict[str, Any] = {}
     if args.generative:
         predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)
@@ -304,7 +332,9 @@ def main() -> None:
     for precision in args.precision if args.reader else []:
         predictions, latency = reader_answers(args.reader, precision, questions, contexts, texts, rows)
         model = f"{args.reader} through GenerativeReader, {precision}, {args.threads} thread(s)"
-        readers[f"generative reader ({args.reader}, {precision})"] = reader_entry(model, predictions, latency, answers)
+        readers[f"generative reader ({args.reader}, {precision})"] = reader_entry(
+            model, predictions, latency, answers, args.against
+        )
     if args.extractive:
         predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
         model = f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)"
@@ -327,6 +357,18 @@ def main() -> None:
         "note": (
             "Contexts from benchmarks/rag_context.py (tokens: all-MiniLM-L6-v2 WordPiece, no special tokens); "
             "'whole' = the top 3 documents whole. Latency: the reader alone, median ms per question."
+            + (f" Contexts file: {args.contexts.name} (cache folder of the tier)." if args.contexts else "")
+        ),
+        "command": "python -m benchmarks.rag_answers "
+        + " ".join(
+            f"--{k.replace('_', '-')} "
+            + (
+                " ".join(shlex.quote(x) for x in v)
+                if isinstance(v, list)
+                else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
+            )
+            for k, v in vars(args).items()
+            if v not in (None, False) and k not in ("cache_dir", "tiers", "threads") and v != ["int8"]
         ),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
         "tokens": tokens_per_question(contexts, texts, rows, counter),
