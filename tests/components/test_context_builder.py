@@ -608,3 +608,15 @@ def test_text_without_sentence_ends_is_cut_where_its_views_are(joiner):
 def test_upstream_weight_must_be_finite_and_not_negative(weight):
     with pytest.raises(ValueError, match="upstream_weight must be a finite number"):
         MultiViewContextBuilder(document_store=faiss_store(stored("a", 2, {0: 0.5})), upstream_weight=weight)
+
+
+@pytest.mark.parametrize("tokenizer", ["some-org/a-tokenizer-never-cached", "runs/no-such-tokenizer-folder"])
+def test_a_tokenizer_that_cannot_load_here_is_named_at_warm_up(two_documents, monkeypatch, tokenizer):
+    from haystack_mvr.modeling.loading import ModelNotFoundError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    builder = build(two_documents, budget_tokens=12, tokenizer=tokenizer)
+    with pytest.raises(ModelNotFoundError) as error:
+        builder.warm_up()
+    message = str(error.value)
+    assert tokenizer in message and "MultiViewContextBuilder" in message and "tokenizer" in message

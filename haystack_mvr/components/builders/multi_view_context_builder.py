@@ -205,9 +205,22 @@ class MultiViewContextBuilder:
         if self._counter is None:
             from transformers import AutoTokenizer
 
-            self._counter = TokenizerCounter(
-                AutoTokenizer.from_pretrained(self.tokenizer, **(self.tokenizer_kwargs or {}))
+            from haystack_mvr.modeling.loading import resolve_model
+
+            hint = (
+                "MultiViewContextBuilder(tokenizer=...) names a tokenizer folder or a hub id cached on this machine "
+                "(the embedders' model folder fits), or None to count words."
             )
+            name, options = resolve_model(self.tokenizer, hint=hint)  # at once, naming it, before any download
+            kwargs = dict(self.tokenizer_kwargs or {})
+            if options.local_files_only:
+                kwargs.setdefault("local_files_only", True)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
+            except OSError as error:  # a folder or cache entry without a tokenizer in it
+                msg = f"MultiViewContextBuilder could not load the tokenizer {self.tokenizer!r}: {error}"
+                raise OSError(msg) from error
+            self._counter = TokenizerCounter(tokenizer)
 
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
