@@ -69,7 +69,7 @@ READERS_WITHOUT_HAYSTACK = (
     "readers/generative_model.py",
     "readers/fusion_in_decoder_model.py",
     "readers/shipped.py",
-    "modeling/token_budget.py",
+    "token_budget.py",
 )
 
 

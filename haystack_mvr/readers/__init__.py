@@ -6,7 +6,7 @@ The readers' wing: everything that turns retrieved context into an answer, from 
 - ``generative_model``: loading, merging and running the generative reader (torch and transformers, no haystack),
   with :func:`~haystack_mvr.readers.generative_model.generate_answers` its batch path and
   :func:`~haystack_mvr.readers.generative_model.read_answer` the same decoding for one question, grounded and scored;
-  its passages are cut to the prompt's budget by ``haystack_mvr.modeling.token_budget``;
+  its passages are cut to the prompt's budget by ``haystack_mvr.token_budget``;
 - ``answer_span``: snapping a generated answer to the span of the passages that matches it best (standard library
   only), so that every answer is text the reader read;
 - ``shipped``: the reader that ships inside this package and the local folder it is built into;

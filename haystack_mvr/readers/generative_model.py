@@ -1,7 +1,7 @@
 """
 The generative reader's model, prompt and inference, shared by training (``haystack_mvr.readers.training``) and the
 Haystack components: the base chat LM (SmolLM2-135M-Instruct from its GGUF), the prompt tokens and the cut of
-passages to a token budget (``haystack_mvr.modeling.token_budget``), merging a LoRA adapter into its base, and greedy
+passages to a token budget (``haystack_mvr.token_budget``), merging a LoRA adapter into its base, and greedy
 answers (:func:`generate_answers`, the batch path of training and evaluation; :func:`read_answer`, the same greedy
 decoding for one question that ``GenerativeReader`` and ``generative_reader_pipeline`` answer through, with the
 answer snapped to a span of the passages and scored).
@@ -28,10 +28,10 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from haystack_mvr.modeling.token_budget import TokenizerCounter, cut_text, fair_shares
 from haystack_mvr.readers.answer_span import AnswerSpan, snap_answer
 from haystack_mvr.readers.base_model import SMOLLM2, resolve_base
 from haystack_mvr.readers.generative_prompt import reader_messages
+from haystack_mvr.token_budget import TokenizerCounter, cut_text, fair_shares
 
 __all__ = [
     "ADAPTER_WEIGHTS",

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from haystack_mvr.cli.main import main
 from haystack_mvr.components.readers import generative_reader_pipeline
-from haystack_mvr.modeling.token_budget import TokenizerCounter, cut_text
+from haystack_mvr.token_budget import TokenizerCounter, cut_text
 from haystack_mvr.readers.base_model import SMOLLM2_FILE, SMOLLM2_PACKAGE
 from haystack_mvr.readers.generative_model import (
     end_of_turn_id,

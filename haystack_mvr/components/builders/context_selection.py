@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from haystack_mvr.modeling.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter, token_ends_counter
+from haystack_mvr.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter, token_ends_counter
 
 # WORD_PATTERN, TokenBudgetCounter, WordCounter and token_ends_counter live in haystack_mvr.modeling.token_budget; they
 # stay importable from here

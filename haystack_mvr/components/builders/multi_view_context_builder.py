@@ -15,7 +15,7 @@ from haystack_mvr.components.builders.context_selection import Candidate, select
 from haystack_mvr.components.retrievers.multi_view_retriever import _query_vector
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
-from haystack_mvr.modeling.token_budget import TokenizerCounter, WordCounter
+from haystack_mvr.token_budget import TokenizerCounter, WordCounter
 from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import (
     PIECE_TOKENS_KEY,
