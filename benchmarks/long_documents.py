@@ -150,7 +150,7 @@ def minilm_token_counter(path: str | None = None) -> Callable[[Sequence[str]], l
     from transformers import AutoTokenizer
 
     from benchmarks.packaged_model import packaged_minilm
-    from haystack_mvr.modeling.token_budget import TokenizerCounter
+    from haystack_mvr.token_budget import TokenizerCounter
 
     return TokenizerCounter(AutoTokenizer.from_pretrained(path or packaged_minilm()), cached=0).count
 

@@ -71,7 +71,7 @@ class TokenBudgetCounter:
     def __init__(self, path: str) -> None:
         from transformers import AutoTokenizer
 
-        from haystack_mvr.modeling.token_budget import TokenizerCounter
+        from haystack_mvr.token_budget import TokenizerCounter
 
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -82,7 +82,7 @@ class TokenBudgetCounter:
 
     def cut(self, text: str, tokens: int) -> str:
         """The longest prefix of ``text`` of at most ``tokens`` tokens, ending at a token boundary."""
-        from haystack_mvr.modeling.token_budget import cut_text
+        from haystack_mvr.token_budget import cut_text
 
         return cut_text(self.counter, text, tokens)
 

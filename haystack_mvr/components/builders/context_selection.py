@@ -139,6 +139,27 @@ class _Doc:
         return self.candidate.content[self.sentences[a][0] : self.sentences[b][1]]
 
 
+MIN_CLAUSE_WORDS = 3  # a "sentence" of fewer words is a splitter's fragment ("Ward." of "T. J. Ward.")
+
+
+def whole_clauses(text: str, spans: Sequence[Span]) -> list[Span]:
+    """``spans`` (a splitter's sentences of ``text``, in order) with every fragment joined to the sentence before it:
+    a span of fewer than ``MIN_CLAUSE_WORDS`` words, or one that starts mid-sentence (punctuation such as ``:`` first;
+    a lower-case first letter is not taken as one: lower-case text has whole sentences too). The first span has no
+    predecessor and is joined to the next one instead."""
+    out: list[list[int]] = []
+    for start, end in spans:
+        piece = text[start:end]
+        first = piece.lstrip()[:1]
+        fragment = len(WORD_PATTERN.findall(piece)) < MIN_CLAUSE_WORDS or (bool(first) and first in ",.;:)]}%")
+        if out and (fragment or out[-1][2]):
+            out[-1][1] = end
+            out[-1][2] = False
+        else:
+            out.append([start, end, fragment])
+    return [(start, end) for start, end, _ in out]
+
+
 def _cut_at_views(content: str, sentences: list[Span], views: Sequence[Span | None]) -> list[Span]:
     """``sentences`` cut where a view's span starts or ends inside one (text without sentence ends, a sentence the
     encoder cut into pieces): each view's text is then whole sentences, so a seed starts where its view does."""

@@ -11,7 +11,7 @@ import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import import_class_by_name
 
-from haystack_mvr.components.builders.context_selection import Candidate, select_pieces
+from haystack_mvr.components.builders.context_selection import Candidate, select_pieces, whole_clauses
 from haystack_mvr.components.retrievers.multi_view_retriever import _query_vector
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
@@ -307,7 +307,7 @@ class MultiViewContextBuilder:
 
         def split(text: str) -> list[tuple[int, int]]:  # each text split once (token seeds, then the pieces)
             if text not in split_texts:
-                split_texts[text] = sentence_spans(text)
+                split_texts[text] = whole_clauses(text, sentence_spans(text))
             return split_texts[text]
 
         for upstream, prior in zip(unique, priors, strict=True):
