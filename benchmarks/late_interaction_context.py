@@ -353,7 +353,9 @@ def main() -> None:
         "timing": (
             f"Median ms to build one question's contexts from one upstream's {KEEP} documents at all "
             f"{len(args.budgets)} budgets ({len(args.budgets)} builder runs, store search included): "
-            f"{ms['token views']} on {label} token views, {ms['snippet views']} on snippet views; the "
+            f"{ms['token views']} on "
+            + ("token views" if label == "token views" else f"{label} token views")
+            + f", {ms['snippet views']} on snippet views; the "
             f"{label} hybrid pipeline (BM25, query encoder, MaxSim, fusion) {ms['ColBERT pipeline']}. Load average at "
             f"the end {load}; whole run {run_seconds:.0f} s."
         ),
