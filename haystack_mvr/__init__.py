@@ -3,6 +3,8 @@
 import os
 import sys
 
+from haystack_mvr import moved_paths
+
 # Pipelines that use these components must load back with Pipeline.loads without extra flags. Haystack reads its
 # deserialization allowlist from this environment variable at every load, so setting it here allows
 # haystack_mvr without importing haystack (which takes seconds): `haystack-mvr --help` stays instant.
@@ -16,3 +18,7 @@ if "haystack.core.serialization_security" in sys.modules:  # haystack already lo
     allow_deserialization_module("haystack_mvr")
 
 __version__ = "0.1.0"
+
+# Pipelines and checkpoints saved by earlier versions name classes by paths that have moved: one table keeps them
+# loading.
+moved_paths.install()

@@ -60,8 +60,8 @@ def test_fair_shares_keep_short_texts_whole_and_share_the_rest_equally():
 
 def test_the_builder_the_reader_and_the_benchmarks_count_with_it():
     from benchmarks import long_documents, rag_context
-    from haystack_mvr.components.builders import context_selection, multi_view_context_builder
     from haystack_mvr import token_budget
+    from haystack_mvr.components.builders import context_selection, multi_view_context_builder
     from haystack_mvr.readers import generative_model
 
     assert context_selection.WordCounter is token_budget.WordCounter

@@ -26,7 +26,7 @@ def add_convert_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         "convert",
         help="Convert a multi_view_config.json checkpoint to a sentence-transformers folder.",
         description="Write a haystack-mvr checkpoint (any mode, tied or not) as a sentence-transformers "
-        "MultiVectorEncoder folder (haystack_mvr.modeling.st_modules), then check that it gives the same views "
+        "MultiVectorEncoder folder of haystack-mvr's modules, then check that it gives the same views "
         "and query vectors.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -65,7 +65,7 @@ def check_arguments(checkpoint: Path, output: Path) -> None:
 
 def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | None:
     """
-    Convert ``checkpoint`` into ``output`` (``st_modules.checkpoint_encoder``, as the embedders convert it on load);
+    Convert ``checkpoint`` into ``output`` (``checkpoint_encoder``, as the embedders convert it on load);
     with ``check``, the largest absolute difference between its document views and query vectors before writing and
     after loading the written folder, on a few texts.
 
@@ -76,8 +76,8 @@ def convert(checkpoint: Path, output: Path, *, check: bool = True) -> float | No
     from haystack_mvr.cli.errors import CommandError
 
     try:
+        from haystack_mvr.modeling.encoder_builders import checkpoint_encoder
         from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-        from haystack_mvr.modeling.st_modules import checkpoint_encoder
     except ImportError as e:
         msg = f"convert needs sentence-transformers>=6: pip install 'sentence-transformers>=6' ({e})."
         raise CommandError(msg) from e

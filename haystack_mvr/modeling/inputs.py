@@ -174,7 +174,7 @@ class InputBuilder:
     """
     Builds :class:`EncoderInputs` for the viewer modes (MVR, CAMVR) according to a :class:`MultiViewConfig`.
 
-    Snippet mode reads documents in windows instead (``haystack_mvr.modeling.st_modules.SnippetTransformer``).
+    Snippet mode reads documents in windows instead (``haystack_mvr.modeling.snippet_transformer.SnippetTransformer``).
     Documents past ``doc_max_length`` are cut as ``config.on_truncation`` says; :attr:`truncation` counts them.
     """
 
@@ -182,7 +182,7 @@ class InputBuilder:
         if not config.uses_viewer_tokens:
             msg = (
                 f"InputBuilder builds the viewer modes' inputs, not mode {config.mode!r}: snippet mode runs on "
-                "haystack_mvr.modeling.st_modules (snippet_encoder)."
+                "haystack_mvr.modeling.encoder_builders.snippet_encoder."
             )
             raise ValueError(msg)
         self.tokenizer = tokenizer

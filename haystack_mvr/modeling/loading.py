@@ -337,7 +337,7 @@ def sentence_transformers_max_length(name_or_path: str, options: LoadOptions | N
     return None
 
 
-# haystack-mvr's sentence-transformers view modules (haystack_mvr.modeling.st_modules), by class name.
+# haystack-mvr's sentence-transformers view modules (snippet_views, viewer_pooling), by class name.
 ST_VIEW_MODULES = ("SnippetViews", "ViewerPooling")
 
 

@@ -17,7 +17,6 @@ from haystack_mvr.modeling.backbone_without_pooler import BackboneWithoutPooler
 from haystack_mvr.modeling.config import check_snippet_options, check_window_overlap
 from haystack_mvr.modeling.sentence_units import sentence_units, tokens_with_offsets
 from haystack_mvr.modeling.st_features import (
-    CHECKPOINT_MODULE,
     DEFAULT_NUM_SNIPPETS,
     DEFAULT_SNIPPET_TOKENS,
     DEFAULT_WINDOW_OVERLAP,
@@ -67,7 +66,6 @@ class SnippetTransformer(BackboneWithoutPooler, Transformer):
         ``MultiVectorEncoderAdapter.load`` sets them from the views of a checkpoint saved before they were recorded.
     """
 
-    __module__ = CHECKPOINT_MODULE  # the class path saved checkpoints name
     config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "window_overlap", "snippet_tokens", "num_snippets"]
 
     def __init__(

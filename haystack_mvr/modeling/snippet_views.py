@@ -15,7 +15,6 @@ from haystack_mvr.modeling.inputs import pooling_weights
 from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter
 from haystack_mvr.modeling.snippets import merge_groups, snippet_count
 from haystack_mvr.modeling.st_features import (
-    CHECKPOINT_MODULE,
     DEFAULT_MAX_VIEWS,
     DEFAULT_NUM_SNIPPETS,
     DEFAULT_SNIPPET_TOKENS,
@@ -52,7 +51,6 @@ class SnippetViews(Module):
         the one this process uses, and warns when a recorded one differs (snippet boundaries change).
     """
 
-    __module__ = CHECKPOINT_MODULE  # the class path saved checkpoints name
     config_keys: ClassVar[list[str]] = [
         "num_snippets",
         "pooling",

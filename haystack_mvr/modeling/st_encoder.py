@@ -1,9 +1,9 @@
 """
 The encoder the Haystack embedders, mining and evaluation use: a sentence-transformers ``MultiVectorEncoder`` built
-from ``haystack_mvr.modeling.st_modules`` (snippet, MVR or CAMVR; tied, or untied through a ``Router``) behind
+from haystack-mvr's sentence-transformers modules (snippet, MVR or CAMVR; tied, or untied through a ``Router``) behind
 :class:`MultiVectorEncoderAdapter` (``encode_documents``, ``encode_queries``, ``identity``, ``config``, read from the
 modules). :func:`open_encoder` opens any model: such a folder, an older ``multi_view_config.json`` checkpoint
-(converted on load, :func:`~haystack_mvr.modeling.st_modules.checkpoint_encoder`), or a backbone in snippet mode::
+(converted on load, :func:`~haystack_mvr.modeling.encoder_builders.checkpoint_encoder`), or a backbone in snippet mode::
 
     from haystack_mvr.modeling.st_encoder import open_encoder
 
@@ -35,6 +35,8 @@ from sentence_transformers.base.modules import Router, Transformer
 from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
+from haystack_mvr.modeling.encoder_builders import checkpoint_encoder, encoder_from_config
+from haystack_mvr.modeling.encoder_inspection import document_modules, multi_view_config, sync_snippet_options
 from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
 from haystack_mvr.modeling.late_interaction import TOKENS_MODE, LateInteractionEncoder
@@ -47,17 +49,10 @@ from haystack_mvr.modeling.loading import (
     sentence_transformers_defaults,
 )
 from haystack_mvr.modeling.query_tuning_record import read_tuned_record, tuned_identity
-from haystack_mvr.modeling.st_modules import (
-    SPANS,
-    SnippetTransformer,
-    SnippetViews,
-    ViewerTransformer,
-    checkpoint_encoder,
-    document_modules,
-    encoder_from_config,
-    multi_view_config,
-    sync_snippet_options,
-)
+from haystack_mvr.modeling.snippet_transformer import SnippetTransformer
+from haystack_mvr.modeling.snippet_views import SnippetViews
+from haystack_mvr.modeling.st_features import SPANS
+from haystack_mvr.modeling.viewer_transformer import ViewerTransformer
 from haystack_mvr.modeling.window_stream import SORT_PASSES, encode_long_documents
 from haystack_mvr.validation import check_positive_int
 
@@ -69,7 +64,7 @@ CHARS_PER_TOKEN = 4
 class MultiVectorEncoderAdapter(EncoderHost):
     """
     Texts in, :class:`EncodedDocument` / query vectors out, over a ``sentence_transformers.MultiVectorEncoder`` built
-    from ``haystack_mvr.modeling.st_modules``; its ``config`` is read from the modules (``multi_view_config``).
+    from haystack-mvr's modules; its ``config`` is read from the modules (``multi_view_config``).
 
     :param model: The ``MultiVectorEncoder``.
     :raises ValueError: for a model without haystack-mvr modules.
@@ -84,7 +79,7 @@ class MultiVectorEncoderAdapter(EncoderHost):
         cls, model_name_or_path: str | Path, *, device: str | None = None, load_options: LoadOptions | None = None
     ) -> MultiVectorEncoderAdapter:
         """
-        Load a sentence-transformers folder (or hub repository) written by ``st_modules``.
+        Load a sentence-transformers folder (or hub repository) of haystack-mvr's modules (``encoder_builders``).
 
         sentence-transformers imports the module classes named in ``modules.json`` only with its
         ``trust_remote_code=True``; it is given for a local folder (the classes come from the installed haystack-mvr),
@@ -298,7 +293,7 @@ def open_encoder(
     ``haystack-mvr eval`` load.
 
     - a sentence-transformers folder with haystack-mvr modules (``haystack-mvr train``, ``haystack-mvr convert``,
-      ``st_modules``): loaded by sentence-transformers' ``MultiVectorEncoder``;
+      ``encoder_builders``): loaded by sentence-transformers' ``MultiVectorEncoder``;
     - an older ``multi_view_config.json`` checkpoint (any mode): converted to such a model on load;
     - a late-interaction ``MultiVectorEncoder`` (ColBERT, PyLate, Stanford-NLP): a
       :class:`~haystack_mvr.modeling.late_interaction.LateInteractionEncoder` (token views, multi-vector queries);

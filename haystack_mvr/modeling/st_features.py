@@ -11,10 +11,6 @@ from torch import Tensor
 from haystack_mvr.modeling.config import MultiViewConfig
 from haystack_mvr.modeling.snippets import Span
 
-# Saved checkpoints name every module class by this path in their modules.json (and a Router's router_config.json):
-# each module class sets its ``__module__`` to it, so that the name stays what it was when the classes lived there.
-CHECKPOINT_MODULE = "haystack_mvr.modeling.st_modules"
-
 SENTENCES = "mvr_sentences"
 WINDOWS = "mvr_windows"
 SPANS = "mvr_spans"

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
 
-from haystack_mvr.modeling.st_features import CHECKPOINT_MODULE, POOLING, VIEW_MASK
+from haystack_mvr.modeling.st_features import POOLING, VIEW_MASK
 
 
 class ViewerPooling(Module):
@@ -22,7 +22,6 @@ class ViewerPooling(Module):
     :param normalize: L2-normalise every view.
     """
 
-    __module__ = CHECKPOINT_MODULE  # the class path saved checkpoints name
     config_keys: ClassVar[list[str]] = ["normalize"]
 
     def __init__(self, normalize: bool = False) -> None:

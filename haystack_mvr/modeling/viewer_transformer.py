@@ -10,7 +10,7 @@ from haystack_mvr.modeling.backbone_without_pooler import BackboneWithoutPooler
 from haystack_mvr.modeling.config import MultiViewConfig
 from haystack_mvr.modeling.inputs import QUERY_VIEWER, InputBuilder, add_viewer_tokens, viewer_tokens
 from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter
-from haystack_mvr.modeling.st_features import CHECKPOINT_MODULE, POOLING, SPANS, VIEW_MASK, spans_tensor
+from haystack_mvr.modeling.st_features import POOLING, SPANS, VIEW_MASK, spans_tensor
 
 
 class ViewerTransformer(BackboneWithoutPooler, Transformer):
@@ -37,7 +37,6 @@ class ViewerTransformer(BackboneWithoutPooler, Transformer):
     :param sentence_splitter: CAMVR: the splitter recorded in a saved model (see ``SnippetViews``).
     """
 
-    __module__ = CHECKPOINT_MODULE  # the class path saved checkpoints name
     config_keys: ClassVar[list[str]] = [
         *Transformer.config_keys,
         "mode",

@@ -7,8 +7,8 @@ tokenized in blocks of whole sentences of about ``BLOCK_CHARS`` characters, each
 neighbours' text so the tokenizer sees the context it sees in the whole text, keeping the tokens that start inside
 the block: once to count the tokens and place the sentences, once more as the windows are read (a document of one
 block keeps its tokens between the two). The windows and views are those of
-:meth:`~haystack_mvr.modeling.st_modules.SnippetTransformer.windowed_features` and
-:class:`~haystack_mvr.modeling.st_modules.SnippetViews` over the whole text (up to float rounding).
+:meth:`~haystack_mvr.modeling.snippet_transformer.SnippetTransformer.windowed_features` and
+:class:`~haystack_mvr.modeling.snippet_views.SnippetViews` over the whole text (up to float rounding).
 
 Windows are read ``SORT_PASSES`` passes at a time, longest first within those, so that each pass is full and padded
 only to its own longest window, as sentence-transformers sorts what it encodes.
@@ -29,13 +29,10 @@ from torch import Tensor
 
 from haystack_mvr.modeling.inputs import pooling_weights_at
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
-from haystack_mvr.modeling.st_modules import (
-    SPANS,
-    SnippetTransformer,
-    SnippetViews,
-    tokens_with_offsets,
-    units_of_spans,
-)
+from haystack_mvr.modeling.sentence_units import tokens_with_offsets, units_of_spans
+from haystack_mvr.modeling.snippet_transformer import SnippetTransformer
+from haystack_mvr.modeling.snippet_views import SnippetViews
+from haystack_mvr.modeling.st_features import SPANS
 from haystack_mvr.modeling.windows import Window, plan_windows
 
 BLOCK_CHARS = 1 << 16

@@ -4,10 +4,9 @@ Fusion-in-Decoder seq2seq model (``haystack_mvr.readers.fusion_in_decoder_model`
 
 Serialization: ``to_dict`` names this module, where the class is defined, as Haystack's ``default_to_dict`` does for
 every component (``haystack_mvr.readers.fusion_in_decoder_reader.FusionInDecoderReader``). A pipeline saved before the
-reader moved here names ``haystack_mvr.components.readers.fusion_in_decoder_reader.FusionInDecoderReader``: that
-module still exists, registers the class under its old name with Haystack, and ``from_dict`` accepts both names, so
-``Pipeline.loads`` reads such a YAML unchanged (it is written back under the new name). A YAML written here does not
-load in a haystack-mvr release older than the move.
+reader moved here names its old path, which ``haystack_mvr.moved_paths`` keeps loading (with a ``FutureWarning``
+naming this one); it is written back under the new name. A YAML written here does not load in a haystack-mvr release
+older than the move.
 """
 
 from __future__ import annotations
@@ -16,19 +15,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.core.serialization import generate_qualified_class_name
 from haystack.dataclasses import GeneratedAnswer
 from haystack.utils import ComponentDevice
 
 from haystack_mvr.modeling.loading import READER_HINT, resolve_model
+from haystack_mvr.moved_paths import upgraded
 from haystack_mvr.readers.fusion_in_decoder_model import answer_with_fusion_in_decoder, format_fid_input
 from haystack_mvr.validation import check_positive_int
 from haystack_mvr.views import MATCHED_TEXT_KEY
 
-__all__ = ["LEGACY_TYPES", "FusionInDecoderReader"]
+__all__ = ["FusionInDecoderReader"]
 
-# the type strings of pipelines saved before the reader moved into the readers' wing
-LEGACY_TYPES = ("haystack_mvr.components.readers.fusion_in_decoder_reader.FusionInDecoderReader",)
 _CONTEXTS = ("document", "matched_view")
 # set by the reader itself: generation_kwargs may not override them
 _RESERVED_GENERATION_KWARGS = ("num_return_sequences", "encoder_outputs", "attention_mask", "input_ids")
@@ -145,10 +142,8 @@ class FusionInDecoderReader:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FusionInDecoderReader:
-        """A reader from ``to_dict``'s output; its ``type`` may also be the old path (``LEGACY_TYPES``)."""
-        if data.get("type") in LEGACY_TYPES:
-            data = {**data, "type": generate_qualified_class_name(cls)}
-        return default_from_dict(cls, data)
+        """A reader from ``to_dict``'s output; its ``type`` may also be an old path (``haystack_mvr.moved_paths``)."""
+        return default_from_dict(cls, upgraded(data))
 
     def warm_up(self) -> None:
         """Load the model and tokenizer onto the device, in eval mode (once; later calls do nothing)."""

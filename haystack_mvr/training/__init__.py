@@ -1,4 +1,5 @@
-"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack).
+"""Training multi-view encoders (imports modeling and sentence-transformers; never haystack). The losses are
+``haystack_mvr.training.losses``.
 
 The names below load on first use (PEP 562): ``haystack-mvr train --help`` and the check that ``--model`` exists
 read ``training.arguments`` alone, without importing torch.
@@ -22,13 +23,6 @@ if TYPE_CHECKING:
         load_training_data,
     )
     from haystack_mvr.training.data_collator import MultiViewDataCollator
-    from haystack_mvr.training.losses import (
-        MultiViewAnswerViewLoss,
-        MultiViewGlobalLocalLoss,
-        annealed_temperature,
-        answer_view_loss,
-        global_local_loss,
-    )
     from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
     from haystack_mvr.training.st_dataset import build_st_dataset
     from haystack_mvr.training.st_training import build_trainer, train_st
@@ -38,20 +32,15 @@ if TYPE_CHECKING:
 _MODULES = {
     "AnnealedTemperatureCallback": "temperature_callback",
     "MiningArguments": "arguments",
-    "MultiViewAnswerViewLoss": "losses",
     "MultiViewDataCollator": "data_collator",
-    "MultiViewGlobalLocalLoss": "losses",
     "TrainingArguments": "arguments",
     "TrainingData": "data",
     "TrainingExample": "data",
     "ViewStatsCallback": "view_stats_callback",
     "add_temperature_callback": "temperature_callback",
-    "annealed_temperature": "losses",
-    "answer_view_loss": "losses",
     "bm25_negatives": "negatives",
     "build_st_dataset": "st_dataset",
     "build_trainer": "st_training",
-    "global_local_loss": "losses",
     "load_beir": "data",
     "load_dpr": "data",
     "load_squad_mv": "data",
@@ -67,20 +56,15 @@ _MODULES = {
 __all__ = [
     "AnnealedTemperatureCallback",
     "MiningArguments",
-    "MultiViewAnswerViewLoss",
     "MultiViewDataCollator",
-    "MultiViewGlobalLocalLoss",
     "TrainingArguments",
     "TrainingData",
     "TrainingExample",
     "ViewStatsCallback",
     "add_temperature_callback",
-    "annealed_temperature",
-    "answer_view_loss",
     "bm25_negatives",
     "build_st_dataset",
     "build_trainer",
-    "global_local_loss",
     "load_beir",
     "load_dpr",
     "load_squad_mv",

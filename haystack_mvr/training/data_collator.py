@@ -16,7 +16,7 @@ class MultiViewDataCollator(MultiVectorEncoderDataCollator):
     ``MultiVectorEncoderDataCollator`` (column 0 is the query, the others documents) that also takes an
     ``answer_view`` column as the batch's labels: sentence-transformers passes one label column to the loss
     (``label``, ``score``, ...) and would otherwise tokenize ``answer_view`` as text.
-    CAMVR's :class:`~haystack_mvr.training.MultiViewAnswerViewLoss` reads it; the other losses ignore it.
+    CAMVR's :class:`~haystack_mvr.training.losses.MultiViewAnswerViewLoss` reads it; the other losses ignore it.
 
     ```python
     collator = MultiViewDataCollator(preprocess_fn=model.preprocess)

@@ -100,7 +100,7 @@ def build_st_dataset(
     :param title_separator: See ``embed_title``.
     :param seed: Seed of the draws.
     :param snippet_spans: The spans of the snippets the model gives a text (snippet mode: a document's snippet
-        count grows with its length, :func:`haystack_mvr.modeling.st_modules.snippet_spans`); ``None``: CAMVR
+        count grows with its length, :func:`haystack_mvr.modeling.encoder_inspection.snippet_spans`); ``None``: CAMVR
         Algorithm 1's ``num_snippets`` snippets.
     :raises ImportError: without the ``datasets`` package.
     :raises ValueError: if ``num_negatives`` is negative or no example is left.

@@ -7,8 +7,8 @@ accumulation and checkpointing, DDP under ``torchrun`` (one process per GPU, not
 ``save_every`` steps with resume (``resume_from="latest"`` or a ``checkpoint-N`` folder), logging
 (``trainer_state.json``) and de-duplicated in-batch negatives (``BatchSamplers.NO_DUPLICATES``).
 
-**Every mode.** :func:`load_model` builds MVR / CAMVR (``st_modules.viewer_encoder``: viewer tokens, tied or a
-``Router`` of two backbones) and snippet mode (``st_modules.snippet_encoder``), or loads a saved folder (either
+**Every mode.** :func:`load_model` builds MVR / CAMVR (``encoder_builders.viewer_encoder``: viewer tokens, tied or a
+``Router`` of two backbones) and snippet mode (``encoder_builders.snippet_encoder``), or loads a saved folder (either
 format); :func:`build_trainer` takes any ``MultiVectorEncoder`` whose query task gives one vector and whose document
 task gives the views. :func:`snippet_layout` is the one place that knows where a model's snippet views are (for the
 ``answer_view`` column: CAMVR's view i is snippet i, snippet mode's view i + 1).
@@ -105,7 +105,7 @@ def snippet_layout(model: MultiVectorEncoder) -> tuple[int, int] | None:
     declares ``num_snippets`` and ``first_snippet_view``): ``(n, 0)``, view i is the viewer of snippet i. MVR:
     ``None``. An untied model is read through its ``Router``'s document route.
     """
-    from haystack_mvr.modeling.st_modules import document_modules
+    from haystack_mvr.modeling.encoder_inspection import document_modules
 
     for module in reversed(document_modules(model)):
         num_snippets = getattr(module, "num_snippets", None)
@@ -120,7 +120,8 @@ def answer_snippet_spans(model: MultiVectorEncoder):
     ``num_snippets``), so the answer-view label names the view the forward pass pools the answer into. ``None`` for
     CAMVR (Algorithm 1's fixed snippets) and MVR.
     """
-    from haystack_mvr.modeling.st_modules import SnippetViews, document_modules, snippet_spans
+    from haystack_mvr.modeling.encoder_inspection import document_modules, snippet_spans
+    from haystack_mvr.modeling.snippet_views import SnippetViews
 
     if not any(isinstance(m, SnippetViews) for m in document_modules(model)):
         return None
@@ -129,7 +130,9 @@ def answer_snippet_spans(model: MultiVectorEncoder):
 
 def model_mode(model: MultiVectorEncoder) -> tuple[str | None, int | None]:
     """``(mode, views)`` of a haystack-mvr ``MultiVectorEncoder`` (``(None, None)`` for any other)."""
-    from haystack_mvr.modeling.st_modules import SnippetViews, ViewerTransformer, document_modules
+    from haystack_mvr.modeling.encoder_inspection import document_modules
+    from haystack_mvr.modeling.snippet_views import SnippetViews
+    from haystack_mvr.modeling.viewer_transformer import ViewerTransformer
 
     for module in document_modules(model):
         if isinstance(module, ViewerTransformer):
@@ -143,10 +146,12 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     """
     The model to train: a saved folder (a ``MultiVectorEncoder`` or a ``multi_view_config.json`` checkpoint; a
     ``mode`` / ``num_views`` that differs from the saved one is refused), else a new encoder over the backbone:
-    MVR / CAMVR (``mode``, default mvr) through ``st_modules.viewer_encoder`` with the viewer options, snippet mode
-    through ``st_modules.snippet_encoder`` (the backbone's own pooling, normalisation and max length).
+    MVR / CAMVR (``mode``, default mvr) through ``encoder_builders.viewer_encoder`` with the viewer options,
+    snippet mode through ``encoder_builders.snippet_encoder`` (the backbone's own pooling, normalisation and max
+    length).
     """
-    from haystack_mvr.modeling import st_modules
+    from haystack_mvr.modeling.encoder_builders import checkpoint_encoder, snippet_encoder, viewer_encoder
+    from haystack_mvr.modeling.encoder_inspection import view_modules
 
     # a missing folder, or a hub id offline and not cached, fails here at once (ModelNotFoundError), never after
     # transformers' download retries; a cached hub id loads from its snapshot folder
@@ -157,17 +162,17 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
         if is_multi_vector_folder(path):
             model = MultiVectorEncoder(path, device=device, trust_remote_code=True)
         else:
-            model = st_modules.checkpoint_encoder(path, device=device)  # the older format, converted
+            model = checkpoint_encoder(path, device=device)  # the older format, converted
         mode, views = model_mode(model)
         for name, given, has in (("mode", args.mode, mode), ("num_views", args.num_views, views)):
             if given is not None and has is not None and given != has:
                 msg = f"{args.model} has {name} {has!r}, not {given!r}: leave {name} out."
                 raise ValueError(msg)
     elif (args.mode or "mvr") == "snippet":
-        model = st_modules.snippet_encoder(path, num_snippets=args.num_views or 8, device=device)
+        model = snippet_encoder(path, num_snippets=args.num_views or 8, device=device)
     else:
         defaults = MultiViewConfig()
-        model = st_modules.viewer_encoder(
+        model = viewer_encoder(
             path,
             mode=args.mode or "mvr",
             views=args.num_views or defaults.num_views,
@@ -180,7 +185,7 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
             device=device,
         )
     if args.normalize is not None:
-        for module in st_modules.view_modules(model):
+        for module in view_modules(model):
             module.normalize = args.normalize
     return model
 
@@ -342,7 +347,7 @@ def train_st(args: TrainingArguments) -> Path:
         raise FileNotFoundError(msg)
     model = load_model(args)
     layout = snippet_layout(model)
-    from haystack_mvr.modeling.st_modules import view_modules
+    from haystack_mvr.modeling.encoder_inspection import view_modules
 
     if any(m.normalize for m in view_modules(model)) and (args.temperature is None or args.temperature >= 0.2):
         logger.warning(

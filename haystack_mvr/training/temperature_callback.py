@@ -13,8 +13,8 @@ class AnnealedTemperatureCallback(TrainerCallback):
     Before every training step, sets ``tau = max(minimum, exp(-alpha * t))`` (MVR Eq. 8) on a loss from the
     trainer's epoch ``t`` (the completed epochs with ``per_epoch=True``, as in the paper).
 
-    Works on a loss with a ``temperature`` attribute (:class:`~haystack_mvr.training.MultiViewGlobalLocalLoss`,
-    :class:`~haystack_mvr.training.MultiViewAnswerViewLoss`) or a ``scale = 1 / tau`` one (sentence-transformers'
+    Works on a loss with a ``temperature`` attribute (:class:`~haystack_mvr.training.losses.MultiViewGlobalLocalLoss`,
+    :class:`~haystack_mvr.training.losses.MultiViewAnswerViewLoss`) or a ``scale = 1 / tau`` one (sentence-transformers'
     ``MultiVectorMultipleNegativesRankingLoss`` and its GradCache variant). The epoch comes from the trainer's
     state, so a resumed run continues at the right temperature. Each log line (and the trainer's
     ``log_history``) gets ``temperature``.

@@ -15,8 +15,8 @@ class ViewStatsCallback(TrainerCallback):
     models on squad-mv), ``answer_view_agreement`` (the share of positives whose winning view is the answer view).
     One view winning everything is the collapse MVR's local loss prevents.
 
-    :param loss: A :class:`~haystack_mvr.training.MultiViewGlobalLocalLoss` or
-        :class:`~haystack_mvr.training.MultiViewAnswerViewLoss` (anything with ``view_stats``).
+    :param loss: A :class:`~haystack_mvr.training.losses.MultiViewGlobalLocalLoss` or
+        :class:`~haystack_mvr.training.losses.MultiViewAnswerViewLoss` (anything with ``view_stats``).
     """
 
     def __init__(self, loss: nn.Module) -> None:

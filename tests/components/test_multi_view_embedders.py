@@ -312,7 +312,7 @@ def test_retriever_refuses_a_query_encoder_the_store_was_not_built_with(tiny_bac
 @pytest.fixture(scope="module")
 def converted_checkpoints(tiny_backbone, tmp_path_factory):
     """The same CAMVR and MVR weights as a multi_view_config.json checkpoint and as a sentence-transformers folder."""
-    from haystack_mvr.modeling.st_modules import checkpoint_encoder
+    from haystack_mvr.modeling.encoder_builders import checkpoint_encoder
 
     pairs = {}
     for mode in ("camvr", "mvr"):

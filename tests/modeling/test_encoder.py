@@ -16,9 +16,9 @@ DOCS = [
 
 
 def viewer(backbone, **options):
-    """An MVR / CAMVR encoder over ``backbone`` (``st_modules.viewer_encoder`` options), as the embedders serve it."""
+    """An MVR / CAMVR encoder over ``backbone`` (``viewer_encoder`` options), as the embedders serve it."""
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-    from haystack_mvr.modeling.st_modules import viewer_encoder
 
     return MultiVectorEncoderAdapter(viewer_encoder(backbone, **options))
 
@@ -187,7 +187,7 @@ def test_viewer_init_from_cls_is_refused_for_several_mvr_viewers(tiny_backbone):
     # k copies of [CLS] at one shared position id are k identical views, whatever the training does.
     with pytest.raises(ValueError, match="would stay identical"):
         viewer(tiny_backbone, mode="mvr", views=2, viewer_init="cls")
-    from haystack_mvr.modeling.st_modules import ViewerTransformer
+    from haystack_mvr.modeling.viewer_transformer import ViewerTransformer
 
     with pytest.raises(ValueError, match="would stay identical"):
         ViewerTransformer(str(tiny_backbone), mode="mvr", num_views=3, viewer_position=1, viewer_init="cls")

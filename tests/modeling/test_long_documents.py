@@ -168,7 +168,7 @@ def test_a_long_document_holds_only_one_pass_of_token_states(narrow, monkeypatch
 
 def test_sentence_rows_grow_with_the_document_not_with_its_windows_times_its_sentences(narrow):
     """A document's sentence rows are spread over its window rows: the padded tensor stays linear in its length."""
-    from haystack_mvr.modeling.st_modules import SENTENCES, sentence_rows
+    from haystack_mvr.modeling.st_features import SENTENCES, sentence_rows
 
     text = sentences(400, seed=9)
     features = narrow.model.preprocess([text], task="document")
@@ -183,7 +183,7 @@ def test_training_labels_name_the_view_the_forward_pass_pools_the_answer_into(na
     """Snippet spans read without the backbone equal the forward pass's; a long document's answer view follows them."""
     pytest.importorskip("datasets")
     from haystack_mvr.datasets import Passage
-    from haystack_mvr.modeling.st_modules import snippet_spans
+    from haystack_mvr.modeling.encoder_inspection import snippet_spans
     from haystack_mvr.training.data import TrainingExample
     from haystack_mvr.training.st_dataset import answer_view_of, build_st_dataset
     from haystack_mvr.training.st_training import answer_snippet_spans
@@ -260,7 +260,7 @@ def test_bad_long_document_options_are_clear_errors(tiny_backbone):
 
 @pytest.mark.parametrize("mode", ["mvr", "camvr"])
 def test_viewer_modes_say_what_they_cut(tiny_backbone, mode, caplog):
-    from haystack_mvr.modeling.st_modules import viewer_encoder
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
 
     torch.manual_seed(0)
     enc = MultiVectorEncoderAdapter(viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=24))

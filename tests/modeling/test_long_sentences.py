@@ -9,9 +9,10 @@ import random
 
 import pytest
 
+from haystack_mvr.modeling.encoder_inspection import snippet_spans
+from haystack_mvr.modeling.sentence_units import sentence_units
 from haystack_mvr.modeling.snippets import merge_groups, snippet_count
 from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-from haystack_mvr.modeling.st_modules import sentence_units, snippet_spans
 
 WORDS = ["river", "castle", "music", "winter", "bridge", "garden", "engine", "poem", "market", "storm"]
 
@@ -68,7 +69,7 @@ def test_the_forward_pass_gives_those_views(tiny_backbone):
 def test_a_saved_checkpoint_cuts_long_sentences_alike_when_loaded_by_sentence_transformers(tiny_backbone, tmp_path):
     from sentence_transformers import MultiVectorEncoder
 
-    from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.modeling.encoder_builders import snippet_encoder
 
     snippet_encoder(tiny_backbone, num_snippets=2, snippet_tokens=16).save(str(tmp_path / "st"))
     loaded = MultiVectorEncoder(str(tmp_path / "st"), device="cpu", trust_remote_code=True)

@@ -90,14 +90,14 @@ def test_checkpoints_record_the_splitter_and_warn_when_another_is_active(
 
     from sentence_transformers import MultiVectorEncoder
 
-    from haystack_mvr.modeling import st_modules
+    from haystack_mvr.modeling.encoder_builders import snippet_encoder, viewer_encoder
     from haystack_mvr.modeling.st_encoder import open_encoder
 
     splitter(sentence_splitting.UNTRAINED)
     if mode == "snippet":
-        model = st_modules.snippet_encoder(str(tiny_backbone), num_snippets=2)
+        model = snippet_encoder(str(tiny_backbone), num_snippets=2)
     else:
-        model = st_modules.viewer_encoder(str(tiny_backbone), mode="camvr", views=2)
+        model = viewer_encoder(str(tiny_backbone), mode="camvr", views=2)
     model.save(str(tmp_path / "model"))
     path, config = _view_module_config(tmp_path / "model")
     assert config["sentence_splitter"] == "punkt-untrained"
@@ -116,9 +116,9 @@ def test_checkpoints_record_the_splitter_and_warn_when_another_is_active(
 
 
 def test_mvr_checkpoints_record_no_splitter(splitter, tiny_backbone, tmp_path):
-    from haystack_mvr.modeling import st_modules
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
 
     splitter(sentence_splitting.UNTRAINED)
-    st_modules.viewer_encoder(str(tiny_backbone), mode="mvr", views=2).save(str(tmp_path / "model"))
+    viewer_encoder(str(tiny_backbone), mode="mvr", views=2).save(str(tmp_path / "model"))
     config = (tmp_path / "model" / "sentence_bert_config.json").read_text()
     assert '"sentence_splitter": null' in config

@@ -19,7 +19,7 @@ QUERY = "Which river flows through Warsaw?"
 
 @pytest.fixture(scope="module")
 def snippet_checkpoint(tiny_backbone, tmp_path_factory):
-    from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.modeling.encoder_builders import snippet_encoder
 
     path = tmp_path_factory.mktemp("snippet-st")
     snippet_encoder(tiny_backbone, num_snippets=3).save(str(path))
@@ -71,7 +71,7 @@ VIEWER_CASES = {
 @pytest.fixture(scope="module", params=sorted(VIEWER_CASES))
 def viewer_pair(request, tiny_backbone, tmp_path_factory):
     """An older ``multi_view_config.json`` checkpoint, what its older host computed, and its converted folder."""
-    from haystack_mvr.modeling.st_modules import checkpoint_encoder
+    from haystack_mvr.modeling.encoder_builders import checkpoint_encoder
     from tests.conftest import old_host_outputs, save_tiny_checkpoint
 
     old = save_tiny_checkpoint(
@@ -134,8 +134,8 @@ def test_the_viewer_tokens_are_saved_with_the_tokenizer(viewer_pair):
 
 
 def test_viewer_encoder_builds_mvr_inputs_as_the_papers(tiny_backbone, tmp_path):
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
     from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
-    from haystack_mvr.modeling.st_modules import viewer_encoder
 
     model = viewer_encoder(tiny_backbone, mode="mvr", views=4, viewer_position=1, doc_max_length=32)
     transformer = model[0]
@@ -160,7 +160,7 @@ def test_viewer_encoder_builds_mvr_inputs_as_the_papers(tiny_backbone, tmp_path)
 
 
 def test_viewer_transformer_rejects_snippet_mode(tiny_backbone):
-    from haystack_mvr.modeling.st_modules import ViewerTransformer
+    from haystack_mvr.modeling.viewer_transformer import ViewerTransformer
 
     with pytest.raises(ValueError, match="SnippetTransformer"):
         ViewerTransformer(str(tiny_backbone), mode="snippet")
@@ -171,8 +171,8 @@ def test_an_older_snippet_checkpoint_converts_and_keeps_its_views(tiny_backbone,
     import shutil
 
     from haystack_mvr.modeling import MultiViewConfig
+    from haystack_mvr.modeling.encoder_builders import checkpoint_encoder
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter, open_encoder
-    from haystack_mvr.modeling.st_modules import checkpoint_encoder
 
     old = tmp_path / "old"
     shutil.copytree(tiny_backbone, old)
@@ -238,8 +238,8 @@ def test_a_sentence_transformers_loss_trains_the_viewer_tokens(tiny_backbone, mo
     import torch
     from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
 
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
     from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
-    from haystack_mvr.modeling.st_modules import viewer_encoder
 
     torch.manual_seed(0)
     model = viewer_encoder(tiny_backbone, mode=mode, views=3, doc_max_length=48, query_max_length=16).train()
@@ -260,7 +260,7 @@ def test_snippet_document_columns_share_one_forward_pass_with_the_same_views(sni
     import torch
     from sentence_transformers.base.losses.merged_forward import merge_feature_batches
 
-    from haystack_mvr.modeling.st_modules import SENTENCES, sentence_rows
+    from haystack_mvr.modeling.st_features import SENTENCES, sentence_rows
 
     model = st.MultiVectorEncoder(str(snippet_checkpoint), device="cpu", trust_remote_code=True)
     model.eval()
@@ -291,28 +291,56 @@ def _module_types(folder) -> dict[str, str]:
     return types
 
 
+def _rename_types(folder, rename) -> None:
+    """Rewrite the module class paths ``folder``'s ``modules.json`` and ``router_config.json`` files name."""
+    import json
+
+    listing = folder / "modules.json"
+    listing.write_text(json.dumps([{**m, "type": rename(m["type"])} for m in json.loads(listing.read_text())]))
+    for router in folder.rglob("router_config.json"):
+        config = json.loads(router.read_text())
+        config["types"] = {route: rename(kind) for route, kind in config["types"].items()}
+        router.write_text(json.dumps(config))
+
+
 @pytest.mark.parametrize("kind", ["snippet", "camvr-untied"])
-def test_a_checkpoint_names_its_classes_by_the_st_modules_path(snippet_checkpoint, tiny_backbone, tmp_path, kind):
-    """The module classes live in modules of their own, but a checkpoint names each as
-    ``haystack_mvr.modeling.st_modules.<Class>`` (what older checkpoints name), and a folder naming that path loads."""
-    from haystack_mvr.modeling import snippet_views, viewer_pooling
-    from haystack_mvr.modeling.st_modules import viewer_encoder
+def test_a_checkpoint_names_its_classes_where_they_are_defined_and_one_naming_st_modules_loads(
+    snippet_checkpoint, tiny_backbone, tmp_path, kind
+):
+    """A checkpoint names each module class by the module it is defined in. Checkpoints saved earlier name
+    ``haystack_mvr.modeling.st_modules.<Class>``: such a folder loads (``haystack_mvr.moved_paths``, warning with the
+    new path) into the same classes and views, and saved again it names the new paths."""
+    import shutil
 
+    from haystack_mvr.modeling import snippet_transformer, snippet_views, viewer_pooling, viewer_transformer
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
+
+    folder = tmp_path / "new"
     if kind == "snippet":
-        folder, expected = snippet_checkpoint, {"SnippetTransformer", "SnippetViews"}
+        homes = {snippet_transformer: "SnippetTransformer", snippet_views: "SnippetViews"}
+        shutil.copytree(snippet_checkpoint, folder)
     else:
-        folder, expected = tmp_path / "untied", {"ViewerTransformer", "ViewerPooling"}
+        homes = {viewer_transformer: "ViewerTransformer", viewer_pooling: "ViewerPooling"}
         viewer_encoder(tiny_backbone, mode="camvr", views=2, doc_max_length=32, tied=False).save(str(folder))
+    classes = {getattr(module, name) for module, name in homes.items()}
+    new_paths = {f"{module.__name__}.{name}" for module, name in homes.items()}
     ours = {t for t in _module_types(folder).values() if t.startswith("haystack_mvr.")}
-    assert ours == {f"haystack_mvr.modeling.st_modules.{name}" for name in expected}
+    assert ours == new_paths and all(getattr(m, n).__module__ == m.__name__ for m, n in homes.items())
+    views = st.MultiVectorEncoder(str(folder), device="cpu", trust_remote_code=True).encode_document(TEXTS[:2])
 
-    model = st.MultiVectorEncoder(str(folder), device="cpu", trust_remote_code=True)
-    views_class = snippet_views.SnippetViews if kind == "snippet" else viewer_pooling.ViewerPooling
-    assert any(type(m) is views_class for m in model.modules())  # the very class of its own module
-    views = model.encode_document(TEXTS[:2])
-    again_folder = tmp_path / "again"
-    model.save(str(again_folder))  # saved again: the same names, the same views
-    assert _module_types(again_folder) == _module_types(folder)
-    again = st.MultiVectorEncoder(str(again_folder), device="cpu", trust_remote_code=True)
-    for a, b in zip(views, again.encode_document(TEXTS[:2]), strict=True):
+    old_folder = tmp_path / "old"
+    shutil.copytree(folder, old_folder)
+    _rename_types(old_folder, lambda t: f"haystack_mvr.modeling.st_modules.{t.rpartition('.')[2]}" if t in ours else t)
+    old_paths = {f"haystack_mvr.modeling.st_modules.{name}" for name in homes.values()}
+    assert {t for t in _module_types(old_folder).values() if t.startswith("haystack_mvr.")} == old_paths
+    with pytest.warns(FutureWarning) as caught:
+        model = st.MultiVectorEncoder(str(old_folder), device="cpu", trust_remote_code=True)
+    messages = " ".join(str(w.message) for w in caught)
+    assert all(f"{path} is an old path of" in messages for path in old_paths)
+    assert all(f"of {path}," in messages for path in new_paths)
+    assert {type(m) for m in model.modules()} >= classes  # the very classes of their own modules
+    for a, b in zip(views, model.encode_document(TEXTS[:2]), strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    again_folder = tmp_path / "again"
+    model.save(str(again_folder))  # saved again: the new names
+    assert _module_types(again_folder) == _module_types(folder)

@@ -13,7 +13,7 @@ from haystack_mvr.modeling.config import POOLINGS
 from haystack_mvr.modeling.inputs import pooling_weights, pooling_weights_at
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-from haystack_mvr.modeling.st_modules import SENTENCES, WINDOWS, sentence_rows
+from haystack_mvr.modeling.st_features import SENTENCES, WINDOWS, sentence_rows
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

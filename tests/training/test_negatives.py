@@ -69,8 +69,8 @@ def test_answer_check_runs_on_the_encoded_text():
 def test_mined_negatives_exclude_positive_and_answers(real, tiny_backbone):
     examples, corpus = real
     torch.manual_seed(0)
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
-    from haystack_mvr.modeling.st_modules import viewer_encoder
 
     encoder = MultiVectorEncoderAdapter(viewer_encoder(tiny_backbone, mode="mvr", views=2, doc_max_length=32))
     negatives = mine_negatives(encoder, examples[:20], corpus[:60], num_negatives=5, depth=30, batch_size=32)

@@ -79,7 +79,7 @@ def test_ddp_view_statistics_count_the_positives_of_both_processes(ddp_run, mode
 
 @pytest.mark.parametrize("mode", MODES)
 def test_ddp_ranks_agree_on_the_trained_weights(ddp_run, trainable_backbone, mode):
-    from haystack_mvr.modeling.st_modules import viewer_encoder
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
 
     weights = [torch.load(ddp_run / mode / f"rank{r}.pt") for r in (0, 1)]
     assert weights[0].keys() == weights[1].keys()

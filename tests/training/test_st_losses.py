@@ -8,8 +8,8 @@ from sentence_transformers.multi_vector_encoder import losses as st_losses
 from sentence_transformers.multi_vector_encoder.scoring import colbert_scores
 from torch import nn
 
-from haystack_mvr.training import (
-    AnnealedTemperatureCallback,
+from haystack_mvr.training import AnnealedTemperatureCallback
+from haystack_mvr.training.losses import (
     MultiViewAnswerViewLoss,
     MultiViewGlobalLocalLoss,
     answer_view_loss,

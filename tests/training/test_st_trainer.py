@@ -9,12 +9,11 @@ from datasets import Dataset
 
 from haystack_mvr.training import (
     AnnealedTemperatureCallback,
-    MultiViewAnswerViewLoss,
     MultiViewDataCollator,
-    MultiViewGlobalLocalLoss,
     ViewStatsCallback,
     add_temperature_callback,
 )
+from haystack_mvr.training.losses import MultiViewAnswerViewLoss, MultiViewGlobalLocalLoss
 
 QUERIES = ["where is warsaw", "who painted the mona lisa", "capital of france", "which river flows in london"]
 POSITIVES = [
@@ -28,7 +27,7 @@ NEGATIVES = ["Berlin is in Germany. It is big.", "Van Gogh painted stars.", "Rom
 
 @pytest.fixture
 def snippet_model(trainable_backbone):
-    from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.modeling.encoder_builders import snippet_encoder
 
     torch.manual_seed(0)
     return snippet_encoder(trainable_backbone, num_snippets=2)

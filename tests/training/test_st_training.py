@@ -230,7 +230,7 @@ def test_gradcache_and_bf16_through_build_trainer(trainable_backbone, tmp_path):
     datasets = pytest.importorskip("datasets")
     from sentence_transformers.multi_vector_encoder.losses import CachedMultiVectorMultipleNegativesRankingLoss
 
-    from haystack_mvr.modeling.st_modules import snippet_encoder
+    from haystack_mvr.modeling.encoder_builders import snippet_encoder
     from haystack_mvr.training.st_training import build_trainer
 
     model = snippet_encoder(trainable_backbone, num_snippets=2)

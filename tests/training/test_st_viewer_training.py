@@ -66,8 +66,8 @@ def eval_loss(trainer, dataset) -> float:
 
 
 def viewer_rows(model) -> torch.Tensor:
+    from haystack_mvr.modeling.encoder_inspection import document_modules
     from haystack_mvr.modeling.inputs import QUERY_VIEWER, viewer_tokens
-    from haystack_mvr.modeling.st_modules import document_modules
 
     transformer = document_modules(model)[0]
     ids = transformer.tokenizer.convert_tokens_to_ids([QUERY_VIEWER, *viewer_tokens(transformer.num_views)])
@@ -80,7 +80,8 @@ def viewer_rows(model) -> torch.Tensor:
     ids=["mvr", "mvr-position-1", "camvr", "camvr-untied"],
 )
 def test_viewer_modes_train_through_sentence_transformers(trainable_backbone, tmp_path, options):
-    from haystack_mvr.modeling.st_modules import ViewerTransformer, document_modules
+    from haystack_mvr.modeling.encoder_inspection import document_modules
+    from haystack_mvr.modeling.viewer_transformer import ViewerTransformer
 
     args = arguments(trainable_backbone, tmp_path, max_steps=10, **options)
     torch.manual_seed(0)
@@ -156,7 +157,7 @@ def test_the_trained_folder_loads_in_sentence_transformers_and_the_haystack_embe
 @pytest.mark.parametrize("embed_title", [False, True])
 def test_answer_views_with_and_without_a_title_head(tiny_backbone, embed_title):
     """CAMVR's labels on the text the model sees (``title + separator + text`` when titles are embedded)."""
-    from haystack_mvr.modeling.st_modules import viewer_encoder
+    from haystack_mvr.modeling.encoder_builders import viewer_encoder
 
     model = viewer_encoder(tiny_backbone, mode="camvr", views=4, doc_max_length=48)
     doc = Passage("d1", "Pets", "Cats purr softly. Dogs bark at night. Fish swim in tanks.")
