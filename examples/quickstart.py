@@ -8,7 +8,7 @@ question is then answered by the reader that ships with haystack-mvr (SmolLM2-13
 built once into ~/.cache/haystack-mvr), reading the pieces ``MultiViewContextBuilder`` cut from the top documents;
 each answer is a span of one of those pieces, printed with its score and its span in the source document.
 
-    python examples/quickstart.py                       # the shared squad-mv corpus
+    python examples/quickstart.py                       # squad-mv: the shared corpus, else the sample in examples/data
     python examples/quickstart.py --corpus my.jsonl --question "..."   # your own {"id","title","text"} JSONL
 """
 
@@ -19,7 +19,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, check_model, packaged_minilm, read_corpus
+from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, SAMPLE_CORPUS, check_model, packaged_minilm, read_corpus
 
 DEFAULT_INDEX = REPO / "runs" / "quickstart-index"
 EMBEDDED_META = ["title"]
@@ -118,7 +118,13 @@ def positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with id, title, text per line.")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help=f"JSONL with id, title, text per line (default {DEFAULT_CORPUS}: the full squad-mv corpus where "
+        f"../shared/data holds it, else the sample that ships in the repository, {SAMPLE_CORPUS.parent}).",
+    )
     parser.add_argument(
         "--model", default=None, help="Model name/path or multi-view checkpoint (default: packaged MiniLM)."
     )
