@@ -17,8 +17,8 @@ The readers' wing: everything that turns retrieved context into an answer, from 
   ``fusion_in_decoder_reader``: ``FusionInDecoderReader``, its Haystack component;
 - ``training``: training the extractive, Fusion-in-Decoder and generative readers (never imports haystack).
 
-Pipelines import the components from ``haystack_mvr.components.readers``. The modules the readers had before they
-moved here (``haystack_mvr.components.readers.*``, ``haystack_mvr.modeling.generative_prompt``,
-``haystack_mvr.modeling.fusion_in_decoder``, ``haystack_mvr.training.readers.*``) re-export them. Nothing is imported
-here, so ``haystack-mvr train-reader`` checks its ``--model`` before torch loads.
+Pipelines import the components from ``haystack_mvr.components.readers``, and reader training from
+``haystack_mvr.readers.training``. A pipeline saved under the FiD reader's path before it moved here still loads
+(``haystack_mvr.moved_paths``). Nothing is imported here, so ``haystack-mvr train-reader`` checks its ``--model``
+before torch loads.
 """
