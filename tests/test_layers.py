@@ -346,6 +346,17 @@ def test_a_class_or_function_is_exported_by_one_package_at_most():
     assert {path for path, packages in doors.items() if len(packages) > 1} == SECOND_DOORS_TO_REMOVE
 
 
+def test_the_test_folders_mirror_the_package():
+    """A folder of tests is named after the folder of the package it tests (``tests/readers/training`` tests
+    ``haystack_mvr/readers/training``), or after the repository's ``benchmarks`` and ``examples``."""
+    tests = Path(__file__).resolve().parent
+    folders = {
+        str(path.relative_to(tests)) for path in tests.rglob("*") if path.is_dir() and any(path.glob("test_*.py"))
+    }
+    outside = {folder for folder in folders if folder.split("/")[0] not in {"benchmarks", "examples"}}
+    assert all((PACKAGE / folder).is_dir() for folder in outside), sorted(outside)
+
+
 def test_documents_are_built_by_haystack_not_by_object_new():
     """A ``Document`` made with ``object.__new__`` and a swapped ``__dict__`` skips Haystack's ``__init__``: a field
     Haystack adds later would be missing from it. Every Document comes from its constructor, ``from_dict`` or
