@@ -33,12 +33,15 @@ Span = tuple[int, int]
 @dataclass(frozen=True)
 class Candidate:
     """One upstream document: ``content``, and per view its score and its ``[start, end]`` span (or ``None``);
-    ``prior`` is added to each of its views' scores to order the seeds (the upstream's opinion of the document)."""
+    ``prior`` is added to each of its views' scores to order the seeds (the upstream's opinion of the document).
+    ``view_spans`` are the views' own texts where they differ from the spans they seed (a token view seeds its
+    sentence): a seed cut to the budget keeps its view's own text."""
 
     content: str
     scores: Sequence[float]
     spans: Sequence[Span | None]
     prior: float = 0.0
+    view_spans: Sequence[Span | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ class _Selection:
         self.reserved = 0  # sum over pieces of max(tokens, piece_tokens)
         self.pieces: list[_Piece] = []
         self.history: list[list[tuple[_Doc, int]]] = []  # sentences added, one list per step, in order
-        self.cut: tuple[_Doc, int, int, int] | None = None  # (doc, sentence, end offset, view): a cut sentence
+        self.cut: tuple[_Doc, int, int, int, int] | None = None  # (doc, sentence, start, end, view): a cut sentence
         self.seeds: list[tuple[float, int, int, int, _Doc]] | None = None  # (-score - prior, rank, position, view, doc)
         self.pass_start = 0  # ``used`` when the current pass over the seeds began
 
@@ -272,7 +275,23 @@ class _Selection:
         return True
 
     def cut_sentence(self, doc: _Doc, i: int, view: int) -> None:
+        """Sentence ``i`` cut to the budget at a token boundary: its first tokens, unless ``view``'s text lies inside
+        the sentence past them (a token view in text without sentence ends); then the tokens around that text, about
+        as many before it as after, so that the piece holds what matched."""
         start, end = doc.sentences[i]
+        stop = self.fitting_prefix(doc, start, end)
+        own = doc.candidate.view_spans
+        span = (doc.candidate.spans if own is None else own)[view]
+        if span is not None and start <= span[0] and span[1] <= end and span[1] > stop:
+            lead = self.lead_before(doc, start, span)
+            stop = self.fitting_prefix(doc, lead, end)
+            if span[1] > stop:  # no word start found before it (text without spaces): the view's text first
+                lead, stop = span[0], self.fitting_prefix(doc, span[0], end)
+            start = lead
+        self.cut = (doc, i, start, stop, view)
+
+    def fitting_prefix(self, doc: _Doc, start: int, end: int) -> int:
+        """The end of the longest prefix of ``content[start:end]`` cut at a token boundary within the budget."""
         text = doc.candidate.content[start:end]
         limit, stop = self.budget, 0
         while limit > 0:
@@ -280,7 +299,20 @@ class _Selection:
             if doc.counter.count([text[:stop]])[0] <= self.budget:
                 break
             limit, stop = limit - 1, 0  # a cut inside a word may count more tokens than the prefix held
-        self.cut = (doc, i, start + stop, view)
+        return start + stop
+
+    def lead_before(self, doc: _Doc, start: int, span: Span) -> int:
+        """The earliest word start in ``content[start:span[0]]`` leaving about half the budget the view's own text
+        does not use before it (``span[0]`` when there is no room)."""
+        content = doc.candidate.content
+        room = doc.span_count(span[0], span[1]) + (self.budget - doc.span_count(span[0], span[1])) // 2
+        lead = span[0]
+        for p in range(span[0] - 1, start - 1, -1):
+            if (p == start or content[p - 1].isspace()) and not content[p].isspace():
+                if doc.span_count(p, span[1]) > room:
+                    break
+                lead = p
+        return lead
 
     def add(self, doc: _Doc, a: int, b: int, new: list[int], new_tokens: int, touching: list[_Piece], key: tuple):
         if touching:
@@ -370,8 +402,7 @@ class _Selection:
 
     def result(self) -> list[Piece]:
         if self.cut is not None:
-            doc, i, end, view = self.cut
-            start = doc.sentences[i][0]
+            doc, _, start, end, view = self.cut
             if end <= start:
                 return []
             tokens = doc.counter.count([doc.candidate.content[start:end]])[0]

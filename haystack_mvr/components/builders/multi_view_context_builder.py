@@ -56,6 +56,12 @@ def token_match_scores(views: np.ndarray, query: np.ndarray, window: int = TOKEN
     return np.convolve(contribution, kernel)[half : half + len(views)] / len(query)
 
 
+# A "sentence" holding more token views than this is no sentence (a transcript, scraped text, a list without sentence
+# ends: the splitter gives the whole page): its token views seed runs of about TOKEN_RUN_VIEWS views instead.
+LONG_SENTENCE_VIEWS = 128
+TOKEN_RUN_VIEWS = 16
+
+
 def token_seed_spans(
     sentences: list[tuple[int, int]], spans: list[tuple[int, int] | None], scores: list[float]
 ) -> list[Any]:
@@ -65,19 +71,54 @@ def token_seed_spans(
     Without this, every token's span would cut the sentences at each token and pieces would be runs of words; with
     it, one seed a sentence, ordered by ``token_match_scores``, and the piece's matched view is the token that
     scored best in it.
+
+    A sentence that holds more than ``LONG_SENTENCE_VIEWS`` token views (text without sentence ends, where the
+    splitter's one "sentence" is the whole page) is cut into runs of ``TOKEN_RUN_VIEWS`` views, each ending between
+    two words (never between two pieces of one word), the last run joined to the one before when it is shorter
+    than half a run: each run's best token seeds that run, so the page gives one seed per run, and a piece holds
+    the tokens the query matched rather than the page's first words.
     """
     ends = [end for _, end in sentences]
-    best: dict[int, int] = {}
+    in_sentence: dict[int, list[int]] = {}
     for view, span in enumerate(spans):
         if span is None:
             continue
         k = bisect.bisect_right(ends, span[0])  # the first sentence ending after the token starts
-        if k < len(sentences) and (k not in best or scores[view] > scores[best[k]]):
-            best[k] = view
+        if k < len(sentences):
+            in_sentence.setdefault(k, []).append(view)
     out: list[Any] = [None] * len(spans)
-    for k, view in best.items():
-        out[view] = sentences[k]
+    for k, views in in_sentence.items():
+        if len(views) <= LONG_SENTENCE_VIEWS:
+            out[_best(views, scores)] = sentences[k]
+            continue
+        for run in _word_runs(views, spans):
+            out[_best(run, scores)] = (min(spans[v][0] for v in run), max(spans[v][1] for v in run))  # type: ignore[index]
     return out
+
+
+def _best(views: list[int], scores: list[float]) -> int:
+    """The best-scoring of ``views`` (the first of equals)."""
+    best = views[0]
+    for view in views[1:]:
+        if scores[view] > scores[best]:
+            best = view
+    return best
+
+
+def _word_runs(views: list[int], spans: list[Any]) -> list[list[int]]:
+    """``views`` (token views of one long sentence) in text order, cut into runs of ``TOKEN_RUN_VIEWS`` views where
+    a gap separates two views' spans (between words); a last run under half a run joins the one before."""
+    ordered = sorted(views, key=lambda v: spans[v])
+    runs: list[list[int]] = [[ordered[0]]]
+    for view in ordered[1:]:
+        run = runs[-1]
+        if len(run) >= TOKEN_RUN_VIEWS and spans[view][0] > max(spans[v][1] for v in run):
+            runs.append([view])
+        else:
+            run.append(view)
+    if len(runs) > 1 and len(runs[-1]) < TOKEN_RUN_VIEWS // 2:
+        runs[-2].extend(runs.pop())
+    return runs
 
 
 @component
@@ -96,7 +137,8 @@ class MultiViewContextBuilder:
        ``haystack_mvr.modeling.sentence_splitting``), an exact substring of its content. A snippet view's span
        covers a run of sentences; non-snippet views (span ``None``) only rank documents upstream. Token views (a
        late-interaction query, ``packed_query_embedding`` of several vectors) seed the sentence they fall in, each
-       sentence by its best token's ``token_match_scores``.
+       sentence by its best token's ``token_match_scores``; a "sentence" of more than ``LONG_SENTENCE_VIEWS`` token
+       views (text without sentence ends) is seeded as runs of ``TOKEN_RUN_VIEWS`` tokens (``token_seed_spans``).
     2. Seeds: every candidate's snippet views, best first by their score plus ``upstream_weight`` times their
        document's upstream score, min-max normalised over the candidates (by rank when upstream gave no scores;
        ties: upstream rank, then position): the upstream ranking (a hybrid's BM25 half) orders the documents, the
@@ -106,8 +148,9 @@ class MultiViewContextBuilder:
        budget and the reservations still do (else it is passed over: a later, shorter one may fit) and, for a new
        piece, ``max_pieces_per_document`` allows it. A seed overlapping or touching a piece of its document extends
        it (only its new text counts). The best seed is always taken: when even it is over the budget, its first
-       sentences that fit, or its first sentence cut at a token boundary (the only piece that is not whole
-       sentences; nothing else is then taken).
+       sentences that fit, or its first sentence cut at token boundaries (the only piece that is not whole
+       sentences; nothing else is then taken): its first tokens, or, for a token view whose own text lies past
+       them, the tokens around that text.
     3. With ``whole_document_if_fits``, a document's first piece is the whole document when that fits in what the
        seed's piece reserves or in the budget not yet reserved: short documents go in whole while the budget allows.
     4. Growth: pieces grow by whole neighbouring sentences, round-robin over pieces in score order, one sentence a
@@ -327,8 +370,10 @@ class MultiViewContextBuilder:
             sources.append(doc)
             spans = [None if s is None else (s[0], s[1]) for s in spans]
             if q.ndim == 2:  # token views (a late-interaction query): seeds are the sentences they fall in
-                spans = token_seed_spans(split(doc.content), spans, scores)
-            candidates.append(Candidate(doc.content, scores, spans, prior))
+                seeds = token_seed_spans(split(doc.content), spans, scores)
+                candidates.append(Candidate(doc.content, scores, seeds, prior, view_spans=spans))
+            else:
+                candidates.append(Candidate(doc.content, scores, spans, prior))
         if missing:
             logger.warning(
                 "MultiViewContextBuilder skipped %d of %d candidates the document store does not hold (with vectors): "
