@@ -78,9 +78,9 @@ def run_train(namespace: argparse.Namespace) -> int:
     arguments = TrainingArguments.from_namespace(namespace)
     check_paths(arguments, ("data_dir", "negatives_file"))
     check_model(arguments.model)
-    from haystack_mvr.training.st_training import train_st
+    from haystack_mvr.training.st_training import train
 
-    output = train_st(arguments)
+    output = train(arguments)
     print(f"Saved the trained encoder to {output}")
     return 0
 

@@ -34,14 +34,13 @@ Class attributes a backend may override:
 store's contents read back from wherever the backend persists them.
 
 The suites live in modules by theme (``fixtures``, ``haystack_suites``, ``search_tests``, ``input_tests``,
-``property_tests``, ``export_tests``, ``persistence_tests``); this module bundles them and gathers their names.
+``property_tests``, ``export_tests``, ``persistence_tests``); this module bundles them and ``haystack_mvr.testing``
+exports them all.
 """
 
 from haystack_mvr.testing.export_tests import MultiViewExportTests
-from haystack_mvr.testing.fixtures import CONTENT, SPANS, MultiViewFixturesMixin
 from haystack_mvr.testing.haystack_suites import MultiViewHaystackAsyncTests, MultiViewHaystackTests
 from haystack_mvr.testing.input_tests import MultiViewInputTests
-from haystack_mvr.testing.persistence_tests import MultiViewPersistenceTests
 from haystack_mvr.testing.property_tests import MultiViewPropertyTests
 from haystack_mvr.testing.search_tests import MultiViewSearchBatchTests, MultiViewSearchTests
 
@@ -58,17 +57,4 @@ class MultiViewDocumentStoreTests(
     """Everything a multi-view store must pass (persistence aside: :class:`MultiViewPersistenceTests`)."""
 
 
-__all__ = [
-    "CONTENT",
-    "SPANS",
-    "MultiViewDocumentStoreTests",
-    "MultiViewExportTests",
-    "MultiViewFixturesMixin",
-    "MultiViewHaystackAsyncTests",
-    "MultiViewHaystackTests",
-    "MultiViewInputTests",
-    "MultiViewPersistenceTests",
-    "MultiViewPropertyTests",
-    "MultiViewSearchBatchTests",
-    "MultiViewSearchTests",
-]
+__all__ = ["MultiViewDocumentStoreTests"]

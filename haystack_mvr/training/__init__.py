@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from haystack_mvr._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from haystack_mvr.training.api import mine, train
+    from haystack_mvr.training.api import mine
     from haystack_mvr.training.arguments import MiningArguments, TrainingArguments
     from haystack_mvr.training.data import (
         TrainingData,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from haystack_mvr.training.data_collator import MultiViewDataCollator
     from haystack_mvr.training.negatives import bm25_negatives, mine_negatives, read_negatives, write_negatives
     from haystack_mvr.training.st_dataset import build_st_dataset
-    from haystack_mvr.training.st_training import build_trainer, train_st
+    from haystack_mvr.training.st_training import build_trainer, train
     from haystack_mvr.training.temperature_callback import AnnealedTemperatureCallback, add_temperature_callback
     from haystack_mvr.training.view_stats_callback import ViewStatsCallback
 
@@ -48,8 +48,7 @@ _MODULES = {
     "mine": "api",
     "mine_negatives": "negatives",
     "read_negatives": "negatives",
-    "train": "api",
-    "train_st": "st_training",
+    "train": "st_training",
     "write_negatives": "negatives",
 }
 
@@ -73,7 +72,6 @@ __all__ = [
     "mine_negatives",
     "read_negatives",
     "train",
-    "train_st",
     "write_negatives",
 ]
 

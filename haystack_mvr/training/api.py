@@ -1,5 +1,5 @@
-"""``haystack-mvr mine-negatives``, and ``train``: :func:`~haystack_mvr.training.st_training.train_st` under its
-public name (``from haystack_mvr.training import train``)."""
+"""``haystack-mvr mine-negatives``: mine hard negatives with a trained encoder (``haystack-mvr train`` is
+:func:`haystack_mvr.training.st_training.train`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from haystack_mvr.training.arguments import MiningArguments
 from haystack_mvr.training.data import load_training_data
 from haystack_mvr.training.examples import text_of_passage
 from haystack_mvr.training.negatives import mine_negatives, write_negatives
-from haystack_mvr.training.st_training import train_st as train
 
-__all__ = ["mine", "train"]
+__all__ = ["mine"]
 
 
 def mine(args: MiningArguments) -> Path:

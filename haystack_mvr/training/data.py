@@ -19,7 +19,6 @@ from haystack_mvr.datasets.jsonl import read_jsonl
 from haystack_mvr.datasets.squad_mv import DEV_ARTICLES, Passage, load_corpus, load_questions, split_by_article
 
 __all__ = [
-    "Passage",
     "TrainingData",
     "TrainingExample",
     "attach_negatives",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from haystack_mvr.datasets.squad_mv import Passage
 from haystack_mvr.training.arguments import TrainingArguments
-from haystack_mvr.training.data import Passage, TrainingData, attach_negatives, load_training_data
+from haystack_mvr.training.data import TrainingData, attach_negatives, load_training_data
 from haystack_mvr.training.negatives import bm25_negatives, read_negatives
 
 

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from haystack_mvr.datasets.jsonl import read_jsonl
+from haystack_mvr.datasets.squad_mv import Passage
 from haystack_mvr.evaluation.answer_matching import has_answer
 from haystack_mvr.modeling.scoring import max_over_views, view_scores
-from haystack_mvr.training.data import Passage, TrainingExample
+from haystack_mvr.training.data import TrainingExample
 
 logger = logging.getLogger(__name__)
 

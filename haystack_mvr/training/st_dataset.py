@@ -19,8 +19,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from haystack_mvr.datasets.squad_mv import Passage
 from haystack_mvr.modeling.snippets import Span, split_into_snippets, view_for_offset
-from haystack_mvr.training.data import Passage, TrainingExample
+from haystack_mvr.training.data import TrainingExample
 from haystack_mvr.training.data_collator import ANSWER_VIEW
 from haystack_mvr.training.negatives import is_valid_negative
 

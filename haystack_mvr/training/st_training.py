@@ -20,9 +20,9 @@ is GradCache for Eq. 6 (MVR's global loss; equal to ours at ``lambda_local=0``, 
 
 ```python
 from haystack_mvr.training import TrainingArguments
-from haystack_mvr.training.st_training import train_st
+from haystack_mvr.training import train
 
-train_st(TrainingArguments(model="sentence-transformers/all-MiniLM-L6-v2", mode="snippet", num_views=8,
+train(TrainingArguments(model="sentence-transformers/all-MiniLM-L6-v2", mode="snippet", num_views=8,
                            data_dir="../shared/data/squad-mv", output_dir="runs/snippet", epochs=2))
 # MultiVectorEncoder("runs/snippet", trust_remote_code=True), or model="runs/snippet" in the Haystack embedders
 ```
@@ -69,7 +69,7 @@ __all__ = [
     "load_model",
     "model_mode",
     "snippet_layout",
-    "train_st",
+    "train",
 ]
 
 ARGS_FILE = "training_args.json"
@@ -336,7 +336,7 @@ def _has_checkpoint(output_dir: str) -> bool:
     return Path(output_dir).is_dir() and get_last_checkpoint(output_dir) is not None
 
 
-def train_st(args: TrainingArguments) -> Path:
+def train(args: TrainingArguments) -> Path:
     """
     Train an MVR / CAMVR / snippet-mode model (or a saved one) through sentence-transformers and save it to
     ``args.output_dir`` (load with ``MultiVectorEncoder(output_dir, trust_remote_code=True)``). Under ``torchrun``

@@ -23,7 +23,8 @@ def torchrun(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess
 def toy_examples(words: list[str], text: str, negative_offsets: tuple[int, ...]) -> list:
     """One question per word ("where is the cat?") on its own passage ``text.format(w=word)``; the hard negatives
     are the passages ``negative_offsets`` words further on (so each is another question's positive)."""
-    from haystack_mvr.training.data import Passage, TrainingExample
+    from haystack_mvr.datasets.squad_mv import Passage
+    from haystack_mvr.training.data import TrainingExample
 
     passages = [Passage(f"p{i}", w.title(), text.format(w=w)) for i, w in enumerate(words)]
     return [

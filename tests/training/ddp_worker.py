@@ -2,7 +2,7 @@
 One process of the MVR / CAMVR DDP test (``test_st_ddp.py``), run under ``torchrun --nproc-per-node 2``.
 
 ``python ddp_worker.py BACKBONE OUT_DIR MODE [MODE ...]``: per mode, trains a viewer encoder a few steps through
-``load_model`` / ``build_trainer`` (the path of ``train_st``) and writes, per rank, ``MODE/rank{r}.pt`` (its final
+``load_model`` / ``build_trainer`` (the path of ``train``) and writes, per rank, ``MODE/rank{r}.pt`` (its final
 weights) and ``MODE/rank{r}.json`` (what the loss's equation saw each step, the loss's gather flag, the log lines);
 rank 0 also saves the model folder ``MODE/model``.
 """

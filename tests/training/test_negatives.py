@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from haystack_mvr.datasets.squad_mv import Passage
 from haystack_mvr.evaluation.answer_matching import has_answer
 from haystack_mvr.modeling.encoder_interface import EncodedDocument
-from haystack_mvr.training.data import Passage, TrainingExample, load_squad_mv
+from haystack_mvr.training.data import TrainingExample, load_squad_mv
 from haystack_mvr.training.negatives import (
     bm25_negatives,
     is_valid_negative,

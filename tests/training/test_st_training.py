@@ -5,8 +5,9 @@ import json
 import pytest
 import sentence_transformers as st
 
+from haystack_mvr.datasets.squad_mv import Passage
 from haystack_mvr.training.arguments import TrainingArguments
-from haystack_mvr.training.data import Passage, TrainingExample
+from haystack_mvr.training.data import TrainingExample
 from haystack_mvr.training.st_training import (
     build_training_arguments,
     is_multi_vector_folder,

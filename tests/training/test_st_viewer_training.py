@@ -9,8 +9,9 @@ st = pytest.importorskip("sentence_transformers", minversion="6")
 
 from haystack import Document  # noqa: E402
 
+from haystack_mvr.datasets.squad_mv import Passage  # noqa: E402
 from haystack_mvr.training.arguments import TrainingArguments  # noqa: E402
-from haystack_mvr.training.data import Passage, TrainingExample  # noqa: E402
+from haystack_mvr.training.data import TrainingExample  # noqa: E402
 from haystack_mvr.training.st_dataset import build_st_dataset  # noqa: E402
 from haystack_mvr.training.st_training import build_trainer, load_model, model_mode, snippet_layout  # noqa: E402
 from haystack_mvr.views import document_views  # noqa: E402

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from haystack import Pipeline
 
-from haystack_mvr.components.joiners.fusion_joiner import FUSIONS, FusionJoiner
+from haystack_mvr.components.joiners.fusion_joiner import FusionJoiner
 
-__all__ = ["CANDIDATES", "FUSIONS", "add_fusion_joiner"]
+__all__ = ["CANDIDATES", "add_fusion_joiner"]
 
 CANDIDATES = 100
 """Candidates per retriever that won on squad-mv (``benchmarks/results/hybrid_readme.md``): give each source this
