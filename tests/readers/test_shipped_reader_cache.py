@@ -89,3 +89,45 @@ def test_an_intact_build_is_hashed_once_a_process(tmp_path, fake_build, monkeypa
 
 def test_the_docstring_states_no_build_time():
     assert "minute" not in (shipped.shipped_reader_folder.__doc__ or "")
+
+
+def test_a_copy_of_a_real_build_with_one_weight_byte_flipped_is_rebuilt(tmp_path, monkeypatch):
+    """The fast variant of a real damage test: a built folder of this machine's cache, copied (no merge), adopted
+    with the record a build writes, then one byte of its weights flipped in place (same size)."""
+    import shutil
+
+    from haystack_mvr.readers import generative_model
+
+    card = shipped_reader_card()
+    name = f"reader-{card['name']}-{card['adapter_sha256'][:12]}"
+    built = shipped.default_cache_dir() / name
+    if not (built / "model.safetensors").is_file():
+        pytest.skip(f"no built shipped reader in {built.parent} to copy")
+    try:
+        shipped.packaged_smollm2()  # a rebuild checks the real GGUF's hash first
+    except Exception as error:
+        pytest.skip(str(error))
+    root = tmp_path / "cache"
+    folder = root / name
+    shutil.copytree(built, folder)
+    record = {"adapter_sha256": card["adapter_sha256"], "files": shipped.file_records(folder)}
+    (folder / "built.json").write_text(json.dumps(record), encoding="utf-8")
+    good = {n: (folder / n).stat().st_size for n in record["files"]}
+    calls: list = []
+
+    def merge_by_copying(adapter, output_dir, base):  # stands in for the two-minute merge
+        calls.append(output_dir)
+        shutil.copytree(built, output_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("built.json"))
+
+    monkeypatch.setattr(generative_model, "merge_generative_adapter", merge_by_copying)
+    shipped._VERIFIED.clear()
+    assert shipped_reader_folder(root) == folder and calls == []  # intact: used as it is
+    with (folder / "model.safetensors").open("r+b") as f:
+        f.seek(good["model.safetensors"] // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x01]))
+    assert (folder / "model.safetensors").stat().st_size == good["model.safetensors"]
+    shipped._VERIFIED.clear()  # the next process
+    assert shipped_reader_folder(root) == folder and len(calls) == 1
+    assert shipped.file_records(folder)["model.safetensors"] == record["files"]["model.safetensors"]
