@@ -102,7 +102,10 @@ class _Doc:
     def sentences(self) -> list[Span]:
         if self._sentences is None:
             content = self.candidate.content
-            self._sentences = _cut_at_views(content, self._split(content), self.candidate.spans)
+            raw = self._split(content)
+            clauses = whole_clauses(content, raw)
+            joined = {p for span in raw for p in span} - {p for span in clauses for p in span}
+            self._sentences = _cut_at_views(content, clauses, self.candidate.spans, joined)
             self.owner = [None] * len(self._sentences)
             starts = [s for s, _ in self._sentences]
             ends = [e for _, e in self._sentences]
@@ -147,14 +150,16 @@ MIN_CLAUSE_WORDS = 3  # a "sentence" of fewer words is a splitter's fragment ("W
 
 def whole_clauses(text: str, spans: Sequence[Span]) -> list[Span]:
     """``spans`` (a splitter's sentences of ``text``, in order) with every fragment joined to the sentence before it:
-    a span of fewer than ``MIN_CLAUSE_WORDS`` words, or one that starts mid-sentence (punctuation such as ``:`` first;
-    a lower-case first letter is not taken as one: lower-case text has whole sentences too). The first span has no
-    predecessor and is joined to the next one instead."""
+    a span of fewer than ``MIN_CLAUSE_WORDS`` words, or one that starts mid-sentence: punctuation such as ``:``
+    first, or, in cased text (some span starts with a capital), a lower-case first letter ("approx. twenty ...");
+    lower-case text keeps its sentences. The first span has no predecessor and is joined to the next one instead."""
+    firsts = [text[start:end].lstrip()[:1] for start, end in spans]
+    cased = any(first.isupper() for first in firsts)
     out: list[list[int]] = []
-    for start, end in spans:
+    for (start, end), first in zip(spans, firsts, strict=True):
         piece = text[start:end]
-        first = piece.lstrip()[:1]
-        fragment = len(WORD_PATTERN.findall(piece)) < MIN_CLAUSE_WORDS or (bool(first) and first in ",.;:)]}%")
+        mid_sentence = bool(first) and (first in ",.;:)]}%" or (cased and first.islower()))
+        fragment = len(WORD_PATTERN.findall(piece)) < MIN_CLAUSE_WORDS or mid_sentence
         if out and (fragment or out[-1][2]):
             out[-1][1] = end
             out[-1][2] = False
@@ -163,10 +168,14 @@ def whole_clauses(text: str, spans: Sequence[Span]) -> list[Span]:
     return [(start, end) for start, end, _ in out]
 
 
-def _cut_at_views(content: str, sentences: list[Span], views: Sequence[Span | None]) -> list[Span]:
+def _cut_at_views(
+    content: str, sentences: list[Span], views: Sequence[Span | None], joined: set[int] | frozenset[int] = frozenset()
+) -> list[Span]:
     """``sentences`` cut where a view's span starts or ends inside one (text without sentence ends, a sentence the
-    encoder cut into pieces): each view's text is then whole sentences, so a seed starts where its view does."""
-    bounds = sorted({p for span in views if span for p in span})
+    encoder cut into pieces): each view's text is then whole sentences, so a seed starts where its view does. The
+    splitter's boundaries that :func:`whole_clauses` ``joined`` (a fragment's ends) are never cut again: a view that
+    is a fragment (the encoder's snippets come from the same splitter) seeds the whole clause that holds it."""
+    bounds = sorted({p for span in views if span for p in span} - joined)
     if not bounds:
         return sentences
     out: list[Span] = []
@@ -280,8 +289,8 @@ class _Selection:
         as many before it as after, so that the piece holds what matched."""
         start, end = doc.sentences[i]
         stop = self.fitting_prefix(doc, start, end)
-        own = doc.candidate.view_spans
-        span = (doc.candidate.spans if own is None else own)[view]
+        own = doc.candidate.view_spans  # token views: their own texts (a snippet view's span is its seed's)
+        span = None if own is None else own[view]
         if span is not None and start <= span[0] and span[1] <= end and span[1] > stop:
             lead = self.lead_before(doc, start, span)
             stop = self.fitting_prefix(doc, lead, end)
@@ -467,7 +476,8 @@ def select_pieces(
     """
     The pieces of ``candidates`` (in upstream rank order) that fill ``budget`` tokens, in no particular order.
 
-    :param split: Sentence spans of a text (``haystack_mvr.modeling.sentence_splitting.sentence_spans``).
+    :param split: Sentence spans of a text (``haystack_mvr.modeling.sentence_splitting.sentence_spans``); a
+        splitter's fragments are joined to their neighbours (:func:`whole_clauses`), also where a view starts at one.
     :param counter: The token counter (default :class:`WordCounter`); the pieces' whole-text counts sum to at most
         ``budget`` by it.
     :returns: One :class:`Piece` per run of selected sentences (``candidate`` is the index into ``candidates``).

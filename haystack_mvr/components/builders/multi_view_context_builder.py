@@ -134,11 +134,13 @@ class MultiViewContextBuilder:
     Policy:
 
     1. A piece is a run of whole sentences of one document (split as the snippets were, by
-       ``haystack_mvr.modeling.sentence_splitting``), an exact substring of its content. A snippet view's span
-       covers a run of sentences; non-snippet views (span ``None``) only rank documents upstream. Token views (a
-       late-interaction query, ``packed_query_embedding`` of several vectors) seed the sentence they fall in, each
-       sentence by its best token's ``token_match_scores``; a "sentence" of more than ``LONG_SENTENCE_VIEWS`` token
-       views (text without sentence ends) is seeded as runs of ``TOKEN_RUN_VIEWS`` tokens (``token_seed_spans``).
+       ``haystack_mvr.modeling.sentence_splitting``), an exact substring of its content. A splitter's fragment (a
+       "sentence" shorter than a clause, or one that starts mid-sentence) is joined to its neighbour
+       (``context_selection.whole_clauses``), also where a snippet view is that fragment: it seeds the whole clause. A
+       snippet view's span covers a run of sentences; non-snippet views (span ``None``) only rank documents upstream.
+       Token views (a late-interaction query, ``packed_query_embedding`` of several vectors) seed the sentence they fall
+       in, each sentence by its best token's ``token_match_scores``; a "sentence" of more than ``LONG_SENTENCE_VIEWS``
+       token views (text without sentence ends) is seeded as runs of ``TOKEN_RUN_VIEWS`` tokens (``token_seed_spans``).
     2. Seeds: every candidate's snippet views, best first by their score plus ``upstream_weight`` times their
        document's upstream score, min-max normalised over the candidates (by rank when upstream gave no scores;
        ties: upstream rank, then position): the upstream ranking (a hybrid's BM25 half) orders the documents, the
@@ -347,11 +349,17 @@ class MultiViewContextBuilder:
         unusable: list[str] = []
         priors = self._priors(unique)
         split_texts: dict[str, list[tuple[int, int]]] = {}
+        clause_texts: dict[str, list[tuple[int, int]]] = {}
 
         def split(text: str) -> list[tuple[int, int]]:  # each text split once (token seeds, then the pieces)
             if text not in split_texts:
-                split_texts[text] = whole_clauses(text, sentence_spans(text))
+                split_texts[text] = sentence_spans(text)
             return split_texts[text]
+
+        def clauses(text: str) -> list[tuple[int, int]]:  # the sentences the pieces are made of (select_pieces')
+            if text not in clause_texts:
+                clause_texts[text] = whole_clauses(text, split(text))
+            return clause_texts[text]
 
         for upstream, prior in zip(unique, priors, strict=True):
             doc = by_id.get(upstream.id)
@@ -370,7 +378,7 @@ class MultiViewContextBuilder:
             sources.append(doc)
             spans = [None if s is None else (s[0], s[1]) for s in spans]
             if q.ndim == 2:  # token views (a late-interaction query): seeds are the sentences they fall in
-                seeds = token_seed_spans(split(doc.content), spans, scores)
+                seeds = token_seed_spans(clauses(doc.content), spans, scores)
                 candidates.append(Candidate(doc.content, scores, seeds, prior, view_spans=spans))
             else:
                 candidates.append(Candidate(doc.content, scores, spans, prior))
