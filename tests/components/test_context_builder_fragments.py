@@ -77,3 +77,17 @@ def test_lower_case_text_keeps_its_sentences():
     cut = [(0, 27), (28, 56), (57, 85)]
     assert [text[a:b] for a, b in cut][-1] == "then it rose again for good."
     assert whole_clauses(text, cut) == cut
+
+
+def test_a_sentence_cut_inside_brackets_is_joined_again():
+    text = "Some used their native language (i.e. Mongolian) and the 'Phags-pa script. Others learned Chinese well."
+    cut = spans_of(text, ["Some used their native language (i.e.", "Mongolian) and the 'Phags-pa script."])
+    cut += spans_of(text, ["Others learned Chinese well."])  # Punkt ends a sentence at "(i.e."
+    assert whole_clauses(text, cut) == [(cut[0][0], cut[1][1]), cut[2]]
+    balanced = "It rose (as planned). Then it fell again. After that it rose (twice) once more"
+    spans = spans_of(balanced, ["It rose (as planned).", "Then it fell again.", "After that it rose (twice) once more"])
+    assert whole_clauses(balanced, spans) == spans
+
+
+def spans_of(text: str, sentences: list[str]) -> list[tuple[int, int]]:
+    return [(text.index(s), text.index(s) + len(s)) for s in sentences]

@@ -151,8 +151,9 @@ MIN_CLAUSE_WORDS = 3  # a "sentence" of fewer words is a splitter's fragment ("W
 def whole_clauses(text: str, spans: Sequence[Span]) -> list[Span]:
     """``spans`` (a splitter's sentences of ``text``, in order) with every fragment joined to the sentence before it:
     a span of fewer than ``MIN_CLAUSE_WORDS`` words, or one that starts mid-sentence: punctuation such as ``:``
-    first, or, in cased text (some span starts with a capital), a lower-case first letter ("approx. twenty ...");
-    lower-case text keeps its sentences. The first span has no predecessor and is joined to the next one instead."""
+    first, or, in cased text (some span starts with a capital), a lower-case first letter ("approx. twenty ..."),
+    or any span after one that leaves a bracket open ("(i.e." | "Mongolian) and ..."); lower-case text keeps its
+    sentences. The first span has no predecessor and is joined to the next one instead."""
     firsts = [text[start:end].lstrip()[:1] for start, end in spans]
     cased = any(first.isupper() for first in firsts)
     out: list[list[int]] = []
@@ -160,12 +161,17 @@ def whole_clauses(text: str, spans: Sequence[Span]) -> list[Span]:
         piece = text[start:end]
         mid_sentence = bool(first) and (first in ",.;:)]}%" or (cased and first.islower()))
         fragment = len(WORD_PATTERN.findall(piece)) < MIN_CLAUSE_WORDS or mid_sentence
-        if out and (fragment or out[-1][2]):
+        if out and (fragment or out[-1][2] or _open_bracket(text[out[-1][0] : out[-1][1]])):
             out[-1][1] = end
             out[-1][2] = False
         else:
             out.append([start, end, fragment])
     return [(start, end) for start, end, _ in out]
+
+
+def _open_bracket(text: str) -> bool:
+    """Whether ``text`` leaves a round or square bracket open (a sentence does not end inside brackets)."""
+    return text.count("(") > text.count(")") or text.count("[") > text.count("]")
 
 
 def _cut_at_views(
