@@ -56,18 +56,6 @@ def _fake_merge(calls: list, pause: float = 0.2):
     return merge
 
 
-@pytest.fixture
-def gguf_of_the_card(tmp_path, monkeypatch) -> Path:
-    """A file standing in for the GGUF, with the card's hash recorded for it (the real one is built below)."""
-    path = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    path.write_bytes(b"gguf")
-    card = {**shipped_reader_card(), "base": {**shipped_reader_card()["base"]}}
-    card["base"]["sha256"] = hashlib.sha256(b"gguf").hexdigest()
-    monkeypatch.setattr(shipped, "shipped_reader_card", lambda: card)
-    monkeypatch.setattr(shipped, "packaged_smollm2", lambda: path)
-    return path
-
-
 def test_two_builds_at_once_leave_one_complete_folder(tmp_path, monkeypatch, gguf_of_the_card):
     from haystack_mvr.readers import generative_model
 

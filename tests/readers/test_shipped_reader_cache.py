@@ -33,16 +33,10 @@ def _fake_merge(calls: list):
 
 
 @pytest.fixture
-def fake_build(tmp_path, monkeypatch) -> list:
+def fake_build(monkeypatch, gguf_of_the_card) -> list:
     """A GGUF stand-in with the card's hash recorded for it, and a merge that writes a reader's files."""
     from haystack_mvr.readers import generative_model
 
-    path = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    path.write_bytes(b"gguf")
-    card = {**shipped_reader_card(), "base": {**shipped_reader_card()["base"]}}
-    card["base"]["sha256"] = hashlib.sha256(b"gguf").hexdigest()
-    monkeypatch.setattr(shipped, "shipped_reader_card", lambda: card)
-    monkeypatch.setattr(shipped, "packaged_smollm2", lambda: path)
     calls: list = []
     monkeypatch.setattr(generative_model, "merge_generative_adapter", _fake_merge(calls))
     return calls
