@@ -39,6 +39,10 @@ from benchmarks.packaged_model import packaged_minilm
 from benchmarks.rag_retrieval import CACHE, Tier, hybrid_pipeline, load_rag_tier, multi_view_store
 
 KS = (1, 5, 20)
+SNIPPET_NAMES = {
+    "own_text": "MiniLM snippet views, each snippet read on its own (zero-shot; snippet_encoding='own_text')",
+    "late_chunking": "MiniLM snippet-pooled multi-view (zero-shot; snippet_encoding='late_chunking')",
+}
 PQ_BYTES_PER_TOKEN = 32
 
 
@@ -114,6 +118,10 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--questions", type=int, default=None, help="a seeded sample of N dev questions (default: all)")
     parser.add_argument("--no-snippet", action="store_true", help="skip the snippet model's rows")
+    parser.add_argument(
+        "--snippet-encoding", choices=("own_text", "late_chunking", "both"), default="own_text",
+        help="the snippet model's views: each snippet read on its own (the default) or pooled from the whole text",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output-name", default=None)
     args = parser.parse_args()
@@ -121,23 +129,29 @@ def main() -> None:
     cache = args.cache_dir / args.tier
     rows: list[dict[str, Any]] = []
     minilm = packaged_minilm()
-    if args.tokens == bool(args.model):
-        parser.error("give exactly one of --model (a ColBERT folder) and --tokens")
+    if args.tokens and args.model or args.no_snippet and not (args.tokens or args.model):
+        parser.error("give at most one of --model (a ColBERT folder) and --tokens, and one of them with --no-snippet")
+    systems = []
     if args.tokens:
         options = {"mode": "tokens", **json.loads(args.token_options)}
         suffix = "-".join(f"{k}={v}" for k, v in sorted(options.items()) if k != "mode")
         systems = [("ColBERT", minilm, cache / f"tokens{'-' + suffix if suffix else ''}", options)]
-    else:
+    elif args.model:
         systems = [("ColBERT", args.model, cache / f"colbert-{Path(args.model).name}", None)]
     if not args.no_snippet:
-        systems.insert(0, ("snippet multi-view", minilm, cache / "multi-view", None))
+        encodings = ("own_text", "late_chunking") if args.snippet_encoding == "both" else (args.snippet_encoding,)
+        systems[:0] = [
+            (SNIPPET_NAMES[e], minilm, cache / ("multi-view" if e == "own_text" else f"multi-view-{e}"),
+             {"snippet_encoding": e})
+            for e in encodings
+        ]  # fmt: skip
     for label, model, folder, encoder_kwargs in systems:
         start = time.perf_counter()
         store, info = multi_view_store(tier, model, folder, encoder_kwargs=encoder_kwargs)
         print(f"{label}: store ready in {time.perf_counter() - start:.0f} s ({info.get('encode_seconds')} s encoding)")
         results = run_systems(tier, store, model, args.questions, encoder_kwargs)
         size = store_bytes(store)
-        name = args.name if label == "ColBERT" else "MiniLM snippet-pooled multi-view (zero-shot)"
+        name = args.name if label == "ColBERT" else label
         if not any(r["system"].startswith("BM25") for r in rows):
             rows.append({"system": "BM25 (InMemoryBM25Retriever, title + text)", **results["bm25"]})
         rows.append(
@@ -149,6 +163,7 @@ def main() -> None:
         "command": "python -m benchmarks.late_interaction " + " ".join(
             f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
             for k, v in vars(args).items() if v not in (None, False) and not (k == "token_options" and v == "{}")
+            and not (k == "snippet_encoding" and args.no_snippet)
         ),
         "tier": args.tier,
         "documents": len(tier.documents),

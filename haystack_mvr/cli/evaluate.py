@@ -105,6 +105,14 @@ def check_inputs(args: argparse.Namespace) -> bool:
             hint = " (the shared data sits beside the clone: ../shared/data/squad-mv/)" if "shared" in str(path) else ""
             msg = f"{flag} {path}: no such file{hint}."
             raise CommandError(msg)
+    from haystack_mvr.datasets import load_corpus
+
+    try:
+        if not load_corpus(args.corpus, limit=1):  # reads the first record only
+            msg = f"--corpus {args.corpus}: holds no documents (one JSON object of id, title, text a line)."
+            raise CommandError(msg)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
     if args.reader is not None and not args.reader.is_dir():
         msg = f"--reader {args.reader}: no such folder (train one with haystack-mvr train-reader)."
         raise CommandError(msg)

@@ -23,6 +23,7 @@ Mode = Literal["mvr", "camvr", "snippet"]
 MODES: tuple[str, ...] = ("mvr", "camvr", "snippet")
 POOLINGS: tuple[str, ...] = ("mean", "cls", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
 TRUNCATION_POLICIES: tuple[str, ...] = ("warn", "raise")
+SNIPPET_ENCODINGS: tuple[str, ...] = ("own_text", "late_chunking")
 # Fields that change only snippet mode's vectors, and the one that changes none (left out of fingerprints).
 SNIPPET_FIELDS: tuple[str, ...] = ("snippet_tokens", "window_overlap", "max_views")
 POLICY_FIELDS: tuple[str, ...] = ("on_truncation",)
@@ -67,6 +68,11 @@ class MultiViewConfig:
         sentence-transformers pooling (``"mean"``, ``"cls"``, ``"lasttoken"``, ``"mean_sqrt_len_tokens"``,
         ``"weightedmean"``), read from its ``modules.json``; snippet views are always the mean of their tokens. The
         viewer modes pool at their viewer tokens and take only ``"mean"`` (the default, meaning unused).
+    :param snippet_encoding: snippet mode: how a snippet view is encoded. ``"own_text"`` (the default of a new
+        encoder): each snippet is read on its own, after the text the embedder puts before every document (its
+        embedded meta fields and prefix), and pooled as the model pools a text; no whole-text view. ``"late_chunking"``:
+        the whole text is read once (in windows) and each snippet's view is the mean of its tokens' states, beside a
+        whole-text view (what snippet checkpoints saved before this option, and trained snippet models, use).
     """
 
     mode: Mode = "mvr"
@@ -84,6 +90,7 @@ class MultiViewConfig:
     window_overlap: int = 4
     max_views: int = 1024
     on_truncation: Literal["warn", "raise"] = "warn"
+    snippet_encoding: Literal["own_text", "late_chunking"] = "own_text"
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -122,6 +129,7 @@ class MultiViewConfig:
         if self.on_truncation not in TRUNCATION_POLICIES:
             msg = f"on_truncation must be one of {', '.join(TRUNCATION_POLICIES)}, got {self.on_truncation!r}."
             raise ValueError(msg)
+        check_snippet_encoding(self.snippet_encoding)
         check_window_overlap(self.window_overlap)
         # max_views leaves room for num_views snippets in snippet mode; other modes ignore the snippet options
         check_snippet_options(self.num_views if self.mode == "snippet" else 1, self.snippet_tokens, self.max_views)
@@ -186,6 +194,8 @@ class MultiViewConfig:
         except json.JSONDecodeError as e:
             msg = f"{path} is not valid JSON."
             raise ValueError(msg) from e
+        if isinstance(data, dict) and data.get("mode") == "snippet":  # saved before snippet_encoding existed
+            data.setdefault("snippet_encoding", "late_chunking")
         try:
             config = cls.from_dict(data)
         except ValueError as e:
@@ -205,7 +215,9 @@ def _is_int(value: Any) -> bool:
 
 _BOOL_FIELDS = ("normalize", "tied")
 _INT_FIELDS = ("num_views", "query_max_length", "doc_max_length", "viewer_position", "window_overlap", "max_views")
-_STR_FIELDS = ("mode", "viewer_init", "base_model", "sentence_splitter", "pooling", "on_truncation")
+_STR_FIELDS = (
+    "mode", "viewer_init", "base_model", "sentence_splitter", "pooling", "on_truncation", "snippet_encoding",
+)  # fmt: skip
 
 
 def _check_types(config: MultiViewConfig) -> None:
@@ -243,6 +255,13 @@ def _check_positions(config: MultiViewConfig, backbone: Path, where: Path) -> No
                 f"({backbone / 'config.json'}); a longer input would fail inside the model. Use at most {limit}."
             )
             raise ValueError(msg)
+
+
+def check_snippet_encoding(snippet_encoding: Any) -> None:
+    """A clear error for a ``snippet_encoding`` that is not one of :data:`SNIPPET_ENCODINGS`."""
+    if snippet_encoding not in SNIPPET_ENCODINGS:
+        msg = f"snippet_encoding must be one of {', '.join(SNIPPET_ENCODINGS)}, got {snippet_encoding!r}."
+        raise ValueError(msg)
 
 
 def check_window_overlap(window_overlap: Any) -> None:

@@ -139,6 +139,7 @@ def _modules_for(config: MultiViewConfig, backbone_folder: str | Path, **load: A
             normalize=config.normalize,
             snippet_tokens=config.snippet_tokens,
             max_views=config.max_views,
+            snippet_encoding=config.snippet_encoding,
         )
     else:
         transformer = ViewerTransformer(

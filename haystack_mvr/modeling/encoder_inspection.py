@@ -116,6 +116,7 @@ def multi_view_config(model: MultiVectorEncoder) -> MultiViewConfig:
         snippet_tokens=views.snippet_tokens,
         max_views=views.max_views,
         window_overlap=transformer.window_overlap,
+        snippet_encoding=getattr(views, "snippet_encoding", "late_chunking"),
         tied=tied,
         **{name: value for name, value in lengths.items() if value},
     )

@@ -25,8 +25,12 @@ def weights_fingerprint(config: MultiViewConfig, vocabulary_size: int, backbones
     share its fingerprint. Computed in milliseconds, without reading the weight files again.
     """
     digest = hashlib.sha256()
-    # a path's spelling, a policy that changes no vector, and options of another mode change no weights or vectors
-    ignored = {"base_model", *POLICY_FIELDS, *(() if config.mode == "snippet" else SNIPPET_FIELDS)}
+    # a path's spelling, a policy that changes no vector, and options of another mode change no weights or vectors;
+    # snippet_encoding changes no query vector and is a key of the identity of its own, so a store built before it
+    # existed keeps its fingerprint
+    ignored = {
+        "base_model", "snippet_encoding", *POLICY_FIELDS, *(() if config.mode == "snippet" else SNIPPET_FIELDS)
+    }  # fmt: skip
     settings = {k: v for k, v in config.to_dict().items() if k not in ignored}
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(str(vocabulary_size).encode())
@@ -52,7 +56,7 @@ def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any
     """
     What ``config`` and the weights' ``fingerprint`` say of an encoder: ``mode``, ``num_views``, ``pooling``,
     ``normalize``, ``doc_max_length``, ``query_max_length``, ``sentence_splitter`` (modes that cut snippets), the
-    long-document options (snippet mode) or ``on_truncation`` (the viewer modes), and ``fingerprint``.
+    long-document options and ``snippet_encoding`` (snippet mode) or ``on_truncation`` (the viewer modes), and ``fingerprint``.
     """
     identity: dict[str, Any] = {
         "mode": config.mode,
@@ -66,6 +70,7 @@ def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any
         identity["sentence_splitter"] = config.sentence_splitter
     if config.mode == "snippet":  # how a long document is read and cut into views
         identity.update({name: getattr(config, name) for name in SNIPPET_FIELDS})
+        identity["snippet_encoding"] = config.snippet_encoding
     else:  # what happens past doc_max_length
         identity["on_truncation"] = config.on_truncation
     identity["fingerprint"] = fingerprint

@@ -252,9 +252,12 @@ class LateInteractionEncoder(EncoderHost):
         raise TypeError(msg)
 
     def encode_documents(
-        self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
+        self, texts: list[str], batch_size: int = 32, progress_bar: bool = False, heads: list[int] | None = None
     ) -> list[EncodedDocument]:
-        """Each document's token views ``(n_i, d)`` float32 and their character spans (windows for long texts)."""
+        """
+        Each document's token views ``(n_i, d)`` float32 and their character spans (windows for long texts).
+        ``heads`` (the snippet encoder's own-text option) changes nothing: every token is read in its text.
+        """
         texts = list(texts)
         check_positive_int("batch_size", batch_size)
         room = self._window_room()

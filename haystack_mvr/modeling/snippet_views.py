@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
 
-from haystack_mvr.modeling.config import POOLINGS, check_snippet_options
+from haystack_mvr.modeling.config import POOLINGS, check_snippet_encoding, check_snippet_options
 from haystack_mvr.modeling.inputs import pooling_weights
 from haystack_mvr.modeling.sentence_splitting import check_sentence_splitter
 from haystack_mvr.modeling.snippets import merge_groups, snippet_count
@@ -49,6 +49,10 @@ class SnippetViews(Module):
     :param max_views: The most views a document gets, the global one included.
     :param sentence_splitter: The splitter recorded in a saved model (``None`` for a new one); the module records
         the one this process uses, and warns when a recorded one differs (snippet boundaries change).
+    :param snippet_encoding: ``"late_chunking"``: the views above. ``"own_text"`` is recorded for
+        ``MultiVectorEncoderAdapter.encode_documents``, which then reads each snippet as a text of its own and keeps
+        this module's whole-text view of it (``MultiViewConfig.snippet_encoding``); the module's forward pass, and
+        so training, always gives the views above.
     """
 
     config_keys: ClassVar[list[str]] = [
@@ -58,6 +62,7 @@ class SnippetViews(Module):
         "snippet_tokens",
         "max_views",
         "sentence_splitter",
+        "snippet_encoding",
     ]
     forward_kwargs: ClassVar[set[str]] = {"task"}
 
@@ -69,8 +74,11 @@ class SnippetViews(Module):
         snippet_tokens: int | None = DEFAULT_SNIPPET_TOKENS,
         max_views: int = DEFAULT_MAX_VIEWS,
         sentence_splitter: str | None = None,
+        snippet_encoding: str = "late_chunking",
     ) -> None:
         super().__init__()
+        check_snippet_encoding(snippet_encoding)
+        self.snippet_encoding = snippet_encoding
         # the splitter that cuts this process's snippets, saved with the model; a saved one that differs warns
         self.sentence_splitter = check_sentence_splitter(sentence_splitter, "This snippet model")
         if pooling not in POOLINGS:

@@ -36,7 +36,12 @@ from tqdm.auto import tqdm
 
 from haystack_mvr.modeling.config import CONFIG_NAME, MultiViewConfig, refuse_overrides
 from haystack_mvr.modeling.encoder_builders import checkpoint_encoder, encoder_from_config
-from haystack_mvr.modeling.encoder_inspection import document_modules, multi_view_config, sync_snippet_options
+from haystack_mvr.modeling.encoder_inspection import (
+    document_modules,
+    multi_view_config,
+    snippet_spans,
+    sync_snippet_options,
+)
 from haystack_mvr.modeling.encoder_interface import EncodedDocument, EncoderHost, load_multi_vector_encoder
 from haystack_mvr.modeling.identity import encoder_identity, weights_fingerprint
 from haystack_mvr.modeling.late_interaction import TOKENS_MODE, LateInteractionEncoder
@@ -178,14 +183,29 @@ class MultiVectorEncoderAdapter(EncoderHost):
         return list(self.encode_queries(texts, batch_size, progress_bar)[:, None, :])
 
     def encode_documents(
-        self, texts: list[str], batch_size: int = 32, progress_bar: bool = False
+        self,
+        texts: list[str],
+        batch_size: int = 32,
+        progress_bar: bool = False,
+        heads: list[int] | None = None,
     ) -> list[EncodedDocument]:
-        """Each document's views ``(k_i, d)`` float32 without padding views, and their snippet spans."""
+        """
+        Each document's views ``(k_i, d)`` float32 without padding views, and their snippet spans.
+
+        :param heads: Per text, how many of its first characters every snippet reads before its own text when
+            ``snippet_encoding`` is ``"own_text"`` (the embedded meta fields and prefix; no snippet starts in them);
+            ``None``: none.
+        """
         texts = list(texts)
         if not texts:
             return []
         check_positive_int("batch_size", batch_size)
+        if heads is not None and len(heads) != len(texts):
+            msg = f"heads has {len(heads)} entries for {len(texts)} texts."
+            raise ValueError(msg)
         transformer = self._transformer("document")
+        if isinstance(transformer, SnippetTransformer) and self.config.snippet_encoding == "own_text":
+            return self._encode_own_text(texts, transformer, batch_size, progress_bar, heads or [0] * len(texts))
         if isinstance(transformer, SnippetTransformer):
             items = self._encode_windowed(texts, transformer, batch_size, progress_bar)
         else:
@@ -200,6 +220,36 @@ class MultiVectorEncoderAdapter(EncoderHost):
             spans = [None if s < 0 else (s, e) for s, e in item[SPANS][keep].tolist()]
             out.append(EncodedDocument(views=np.ascontiguousarray(views), spans=spans))
         return out
+
+    def _encode_own_text(
+        self, texts: list[str], transformer: SnippetTransformer, batch_size: int, progress_bar: bool, heads: list[int]
+    ) -> list[EncodedDocument]:
+        """
+        ``snippet_encoding="own_text"``: the snippets late chunking would cut (:func:`~haystack_mvr.modeling.
+        encoder_inspection.snippet_spans` of the text after its head), each read as ``head + snippet`` and pooled as
+        the model pools a whole text (the whole-text view of :meth:`_encode_windowed`, so a snippet longer than a
+        window is still read whole). A text with no snippet (no content after its head) is one view of the head.
+        """
+        bodies = [text[head:] for text, head in zip(texts, heads, strict=True)]
+        pieces: list[str] = []
+        owners: list[tuple[int, tuple[int, int] | None]] = []  # (document, its span in the text) per piece
+        for i, (text, head, spans) in enumerate(zip(texts, heads, snippet_spans(self.model, bodies), strict=True)):
+            for start, end in spans:
+                pieces.append(text[:head] + text[head + start : head + end])
+                owners.append((i, (head + start, head + end)))
+            if not spans:
+                pieces.append(text[:head])
+                owners.append((i, None))
+        items = self._encode_windowed(pieces, transformer, batch_size, progress_bar)
+        views: list[list[np.ndarray]] = [[] for _ in texts]
+        spans_out: list[list[tuple[int, int] | None]] = [[] for _ in texts]
+        for (i, span), item in zip(owners, items, strict=True):
+            views[i].append(item["token_embeddings"][0].float().cpu().numpy())
+            spans_out[i].append(span)
+        return [
+            EncodedDocument(views=np.ascontiguousarray(np.stack(v)), spans=s)
+            for v, s in zip(views, spans_out, strict=True)
+        ]
 
     def _encode_windowed(
         self, texts: list[str], transformer: SnippetTransformer, batch_size: int, progress_bar: bool

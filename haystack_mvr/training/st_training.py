@@ -148,7 +148,7 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
     ``mode`` / ``num_views`` that differs from the saved one is refused), else a new encoder over the backbone:
     MVR / CAMVR (``mode``, default mvr) through ``encoder_builders.viewer_encoder`` with the viewer options,
     snippet mode through ``encoder_builders.snippet_encoder`` (the backbone's own pooling, normalisation and max
-    length).
+    length). A snippet model trains, and is saved with, late-chunking views (``snippet_encoding``).
     """
     from haystack_mvr.modeling.encoder_builders import checkpoint_encoder, snippet_encoder, viewer_encoder
     from haystack_mvr.modeling.encoder_inspection import view_modules
@@ -184,9 +184,11 @@ def load_model(args: TrainingArguments) -> MultiVectorEncoder:
             tied=args.tied is not False,
             device=device,
         )
-    if args.normalize is not None:
-        for module in view_modules(model):
+    for module in view_modules(model):
+        if args.normalize is not None:
             module.normalize = args.normalize
+        if getattr(module, "snippet_encoding", None) == "own_text":
+            module.snippet_encoding = "late_chunking"  # what the forward pass trains, so what the saved model gives
     return model
 
 

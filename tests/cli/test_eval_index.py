@@ -104,3 +104,18 @@ def test_a_saved_index_opens_only_under_its_own_key(data, tiny_backbone, tmp_pat
     save_index(store, tmp_path / "saved", key)
     assert open_saved_index(tmp_path / "saved", key).count_documents() == 1
     assert open_saved_index(tmp_path / "saved", {**key, "model": "other"}) is None
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_eval_refuses_an_empty_corpus_before_loading_or_encoding(data, tiny_backbone, capsys, monkeypatch, content):
+    import haystack_mvr.components.embedders as embedders
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("encoding started before the corpus check")
+
+    monkeypatch.setattr(embedders, "MultiViewDocumentEmbedder", refuse)
+    (data / "corpus.jsonl").write_text(content, encoding="utf-8")
+    argv = ["eval", "--model", str(tiny_backbone), "--corpus", str(data / "corpus.jsonl")]
+    code = main([*argv, "--questions", str(data / "questions.jsonl")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "holds no documents" in err

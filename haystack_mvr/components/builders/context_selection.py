@@ -4,7 +4,7 @@ A candidate is one document: its content, the scores of its views against the qu
 :func:`select_pieces` returns the pieces to give a reader: runs of whole sentences (exact substrings of the content),
 seeded by the best snippet views, grown by neighbouring sentences, never over the budget by the counter's own count.
 See ``MultiViewContextBuilder`` for the policy; this module has no Haystack dependency. Tokens are counted and cut by
-``haystack_mvr.modeling.token_budget`` (the readers' budget uses the same counters).
+``haystack_mvr.token_budget`` (the readers' budget uses the same counters).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from haystack_mvr.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter, token_ends_counter
 
-# WORD_PATTERN, TokenBudgetCounter, WordCounter and token_ends_counter live in haystack_mvr.modeling.token_budget; they
+# WORD_PATTERN, TokenBudgetCounter, WordCounter and token_ends_counter live in haystack_mvr.token_budget; they
 # stay importable from here
 __all__ = [
     "WORD_PATTERN",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @component
 class MultiViewDocumentEmbedder:
     """
-    Embeds documents into several view vectors each (MVR, CAMVR or training-free snippet-pooled views).
+    Embeds documents into several view vectors each (MVR, CAMVR or training-free snippet views).
 
     The views travel in ``meta["mvr_views"]`` as a packed JSON string that holds the float32 matrix (read it with
     ``haystack_mvr.views.document_views``; ``embedding`` holds the first view), so Haystack's
@@ -38,7 +38,7 @@ class MultiViewDocumentEmbedder:
 
     A document without text (``content`` ``None``, empty or blank) is embedded as Haystack's own document embedders
     (``SentenceTransformersDocumentEmbedder``, ``OpenAIDocumentEmbedder``) embed it: as ``content or ""`` after its
-    embedded meta fields and prefix, so it gets views (the whole-text view; no snippet views, having no sentences)
+    embedded meta fields and prefix, so it gets views (one view of that text; no snippet views, having no sentences)
     and nothing in its batch is refused or dropped. Its ``content`` is left as it was. To keep such documents out
     of the index, leave them out of the list the embedder gets.
 
@@ -49,7 +49,7 @@ class MultiViewDocumentEmbedder:
 
     embedder = MultiViewDocumentEmbedder(model="sentence-transformers/all-MiniLM-L6-v2")   # snippet mode
     docs = embedder.run([Document(content="Paris is in France. It has 2 million people.")])["documents"]
-    document_views(docs[0]).shape  # (3, 384): 1 global view + 1 view per snippet
+    document_views(docs[0]).shape  # (2, 384): 1 view per snippet, each read as its own text
     ```
     """
 
@@ -86,7 +86,8 @@ class MultiViewDocumentEmbedder:
         :param device: The device to run on; ``None`` picks the best available one.
         :param batch_size: Documents encoded at once.
         :param progress_bar: Show a progress bar while embedding.
-        :param meta_fields_to_embed: Meta fields embedded before the content.
+        :param meta_fields_to_embed: Meta fields embedded before the content (snippet mode's own-text views: before
+            every snippet, as each chunk of a split document reads them in ``SentenceTransformersDocumentEmbedder``).
         :param embedding_separator: Separator between the meta fields and the content.
         :param prefix: Text added before each document (e.g. an instruction).
         :param suffix: Text added after each document.
@@ -186,7 +187,9 @@ class MultiViewDocumentEmbedder:
         assert self.encoder is not None
         identity = self.encoder.identity(self.model)
         texts, offsets = zip(*(self._text_and_offset(d) for d in documents), strict=True)
-        encoded = self.encoder.encode_documents(list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar)
+        encoded = self.encoder.encode_documents(
+            list(texts), batch_size=self.batch_size, progress_bar=self.progress_bar, heads=list(offsets)
+        )
         result = []
         for doc, enc, offset in zip(documents, encoded, offsets, strict=True):
             spans = [_shift_into_content(span, offset, len(doc.content or "")) for span in enc.spans]
