@@ -129,7 +129,7 @@ def main() -> None:
     cache = args.cache_dir / args.tier
     rows: list[dict[str, Any]] = []
     minilm = packaged_minilm()
-    if args.tokens and args.model or args.no_snippet and not (args.tokens or args.model):
+    if (args.tokens and args.model) or (args.no_snippet and not (args.tokens or args.model)):
         parser.error("give at most one of --model (a ColBERT folder) and --tokens, and one of them with --no-snippet")
     systems = []
     if args.tokens:

@@ -74,7 +74,8 @@ def main() -> None:
     encoder_kwargs = {"mode": "tokens"} if args.tokens else None
     folder = cache / ("tokens" if args.tokens else "multi-view")
     store, _ = multi_view_store(tier, minilm, folder, encoder_kwargs=encoder_kwargs)
-    label = "token views" if args.tokens else "snippet views"
+    encoding = (store.encoder_config or {}).get("snippet_encoding", "late_chunking")
+    label = "token views" if args.tokens else f"snippet views ({encoding})"
     variant = f"{'tokens' if args.tokens else 'snippet'}-s{args.max_steps}-b{args.batch_size}-lr{args.learning_rate}"
     variant += f"-n{args.negatives}-r{args.lora_rank}{'-noav' if args.no_answer_views else ''}"
     tuned = cache / "tuned-queries" / variant

@@ -56,7 +56,8 @@ def encoder_identity(config: MultiViewConfig, fingerprint: str) -> dict[str, Any
     """
     What ``config`` and the weights' ``fingerprint`` say of an encoder: ``mode``, ``num_views``, ``pooling``,
     ``normalize``, ``doc_max_length``, ``query_max_length``, ``sentence_splitter`` (modes that cut snippets), the
-    long-document options and ``snippet_encoding`` (snippet mode) or ``on_truncation`` (the viewer modes), and ``fingerprint``.
+    long-document options and ``snippet_encoding`` (snippet mode) or ``on_truncation`` (the viewer modes), and
+    ``fingerprint``.
     """
     identity: dict[str, Any] = {
         "mode": config.mode,

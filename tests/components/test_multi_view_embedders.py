@@ -148,7 +148,7 @@ def test_text_embedder_matches_encoder(camvr_checkpoint):
 def test_plain_backbone_is_snippet_mode_only(tiny_backbone):
     embedder = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False)
     out = embedder.run([Document(content="One. Two.")])["documents"][0]
-    assert document_views(out).shape[0] == 3  # global + 2 snippets
+    assert document_views(out).shape[0] == 2  # one view per snippet, each read on its own
     with pytest.raises(ValueError, match="random viewer tokens"):
         MultiViewDocumentEmbedder(model=tiny_backbone, encoder_kwargs={"mode": "mvr"}).warm_up()
 

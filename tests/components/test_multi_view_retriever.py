@@ -211,8 +211,8 @@ def test_pipeline_with_document_writer_and_yaml_round_trip(tiny_backbone):
     indexing.connect("embedder.documents", "writer.documents")
     docs = [Document(content="Warsaw is in Poland. It lies on the Vistula."), Document(content="Paris is in France.")]
     indexing.run({"embedder": {"documents": docs}})
-    # DocumentWriter carried every view into the store: 1 global + 2 snippet views, 1 global + 1 snippet view.
-    assert store._views.ntotal == 5
+    # DocumentWriter carried every view into the store: one view per snippet, 2 + 1.
+    assert store._views.ntotal == 3
 
     querying = Pipeline()
     querying.add_component("query_embedder", MultiViewTextEmbedder(model=str(tiny_backbone)))

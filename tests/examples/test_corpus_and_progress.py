@@ -100,7 +100,9 @@ def test_short_documents_beside_long_ones_show_a_progress_bar(tiny_backbone, mon
     """The paragraphs of a corpus with a few long documents were encoded without any progress bar."""
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-    encoder = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", doc_max_length=32)
+    encoder = MultiVectorEncoderAdapter.snippet(
+        tiny_backbone, device="cpu", doc_max_length=32, snippet_encoding="late_chunking"
+    )
     bars = []
     real = encoder.model.encode_document
 

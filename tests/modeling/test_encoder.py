@@ -90,7 +90,9 @@ def test_camvr_truncation_keeps_every_viewer(tiny_backbone):
 def test_snippet_views_are_means_of_token_states(tiny_backbone):
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
-    enc = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=4, normalize=False)
+    enc = MultiVectorEncoderAdapter.snippet(
+        tiny_backbone, device="cpu", num_views=4, normalize=False, snippet_encoding="late_chunking"
+    )
     text = "The cat sat. The dog ran far away."
     transformer = enc.model[0]
     row = transformer.tokenizer(text, return_tensors="pt")
@@ -119,7 +121,7 @@ def test_view_counts(encoder):
     docs = encoder.encode_documents(DOCS)
     counts = [d.views.shape[0] for d in docs]
     if encoder.config.mode == "snippet":
-        assert counts == [5, 2, 3]  # global view + one per sentence (4 sentences merge into at most 4)
+        assert counts == [4, 1, 2]  # one per sentence, each read on its own (4 sentences merge into at most 4)
     else:
         assert counts == [4, 4, 4]
     assert all(d.views.shape[1] == encoder.embedding_dim for d in docs)
@@ -216,7 +218,7 @@ def test_snippet_mode_global_view_and_query_match_sentence_transformers(minilm):
     from haystack_mvr.modeling.st_encoder import MultiVectorEncoderAdapter
 
     st = SentenceTransformer(str(minilm), device="cpu")
-    enc = MultiVectorEncoderAdapter.snippet(minilm, device="cpu")
+    enc = MultiVectorEncoderAdapter.snippet(minilm, device="cpu", snippet_encoding="late_chunking")
     assert enc.config.normalize and enc.config.doc_max_length == 256
     expected = st.encode(DOCS, convert_to_numpy=True)
     got = np.stack([d.views[0] for d in enc.encode_documents(DOCS)])

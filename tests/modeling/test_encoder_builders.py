@@ -15,6 +15,8 @@ TEXTS = [
     "First point. Second point. Third point. Fourth point. Fifth point.",
 ]
 QUERY = "Which river flows through Warsaw?"
+# a snippet checkpoint of encoder_builders.snippet_encoder, as training saves one, reads its snippets by late chunking
+LATE = {"num_views": 3, "snippet_encoding": "late_chunking"}
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +35,11 @@ def test_multi_vector_encoder_loads_it_and_matches_the_haystack_embedders(snippe
     query = model.encode_query([QUERY])[0]
     assert query.shape == (1, 32)
 
-    embedded = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs={"num_views": 3})
+    embedded = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs=LATE)
     docs = embedded.run([Document(content=t) for t in TEXTS])["documents"]
     for ours, theirs in zip(docs, views, strict=True):
         np.testing.assert_allclose(document_views(ours), theirs.numpy(), atol=1e-5)
-    expected = MultiViewTextEmbedder(model=tiny_backbone, encoder_kwargs={"num_views": 3}).run(QUERY)["embedding"]
+    expected = MultiViewTextEmbedder(model=tiny_backbone, encoder_kwargs=LATE).run(QUERY)["embedding"]
     np.testing.assert_allclose(query[0].numpy(), expected, atol=1e-5)
     # MaxSim of a one-vector query is the max over views (MVR Eq. 4)
     scores = model.similarity([query], views)[0].numpy()
@@ -46,7 +48,7 @@ def test_multi_vector_encoder_loads_it_and_matches_the_haystack_embedders(snippe
 
 def test_the_haystack_embedders_load_the_st_checkpoint(snippet_checkpoint, tiny_backbone):
     from_st = MultiViewDocumentEmbedder(model=snippet_checkpoint, progress_bar=False)
-    from_backbone = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs={"num_views": 3})
+    from_backbone = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False, encoder_kwargs=LATE)
     docs = [Document(content=t) for t in TEXTS]
     for a, b in zip(from_st.run(docs)["documents"], from_backbone.run(docs)["documents"], strict=True):
         np.testing.assert_allclose(document_views(a), document_views(b), atol=1e-6)

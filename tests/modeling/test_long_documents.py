@@ -98,7 +98,13 @@ def narrow(tiny_backbone):
     """Snippet mode over the tiny BERT with a 32-token window, so a few sentences already need several windows."""
     torch.manual_seed(0)
     return MultiVectorEncoderAdapter.snippet(
-        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=8, window_overlap=4
+        tiny_backbone,
+        device="cpu",
+        num_views=2,
+        doc_max_length=32,
+        snippet_tokens=8,
+        window_overlap=4,
+        snippet_encoding="late_chunking",
     )
 
 
@@ -216,7 +222,13 @@ def test_a_sentence_longer_than_the_window_is_cut_into_pieces_that_cover_it(narr
 
 def test_max_views_merges_neighbours_and_drops_no_text(tiny_backbone):
     capped = MultiVectorEncoderAdapter.snippet(
-        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=4, max_views=5
+        tiny_backbone,
+        device="cpu",
+        num_views=2,
+        doc_max_length=32,
+        snippet_tokens=4,
+        max_views=5,
+        snippet_encoding="late_chunking",
     )
     text = sentences(50, seed=5)
     encoded = capped.encode_documents([text])[0]
@@ -227,7 +239,9 @@ def test_max_views_merges_neighbours_and_drops_no_text(tiny_backbone):
 
 def test_a_document_that_fits_is_one_plain_forward_pass(tiny_backbone):
     """The one-window case is what sentence-transformers reads: whole-text view = mean of the row's states."""
-    enc = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", num_views=8, normalize=False)
+    enc = MultiVectorEncoderAdapter.snippet(
+        tiny_backbone, device="cpu", num_views=8, normalize=False, snippet_encoding="late_chunking"
+    )
     text = sentences(6, seed=6)
     transformer = enc.model[0]
     row = transformer.tokenizer(text, return_tensors="pt")
@@ -243,7 +257,13 @@ def test_the_long_document_options_are_in_the_encoder_identity(narrow, tiny_back
     identity = narrow.identity("m")
     assert (identity["snippet_tokens"], identity["window_overlap"], identity["max_views"]) == (8, 4, 1024)
     other = MultiVectorEncoderAdapter.snippet(
-        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=16, window_overlap=4
+        tiny_backbone,
+        device="cpu",
+        num_views=2,
+        doc_max_length=32,
+        snippet_tokens=16,
+        window_overlap=4,
+        snippet_encoding="late_chunking",
     )
     assert other.identity("m")["fingerprint"] != identity["fingerprint"]
 
@@ -255,7 +275,7 @@ def test_bad_long_document_options_are_clear_errors(tiny_backbone):
         ({"max_views": 3, "num_views": 8}, "max_views"),
     ):
         with pytest.raises(ValueError, match=message):
-            MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", **options)
+            MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", **options, snippet_encoding="late_chunking")
 
 
 @pytest.mark.parametrize("mode", ["mvr", "camvr"])

@@ -25,7 +25,7 @@ def unpunctuated(words: int, seed: int = 0) -> str:
 @pytest.fixture(scope="module")
 def paragraph_encoder(tiny_backbone):
     """Snippet mode with the defaults (a 256-token window, 8 snippets at least, 64 tokens per snippet)."""
-    return MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu")
+    return MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", snippet_encoding="late_chunking")
 
 
 def token_count(encoder, text: str) -> int:
@@ -47,7 +47,9 @@ def spans_before(encoder, text: str) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("snippet_tokens", [64, 32])
 def test_text_without_sentence_ends_gets_one_view_per_snippet_tokens(tiny_backbone, snippet_tokens):
-    encoder = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", snippet_tokens=snippet_tokens)
+    encoder = MultiVectorEncoderAdapter.snippet(
+        tiny_backbone, device="cpu", snippet_tokens=snippet_tokens, snippet_encoding="late_chunking"
+    )
     text = unpunctuated(6000)
     tokens = token_count(encoder, text)
     spans = snippet_spans(encoder.model, [text])[0]
@@ -59,7 +61,9 @@ def test_text_without_sentence_ends_gets_one_view_per_snippet_tokens(tiny_backbo
 
 
 def test_the_forward_pass_gives_those_views(tiny_backbone):
-    encoder = MultiVectorEncoderAdapter.snippet(tiny_backbone, device="cpu", doc_max_length=64, snippet_tokens=16)
+    encoder = MultiVectorEncoderAdapter.snippet(
+        tiny_backbone, device="cpu", doc_max_length=64, snippet_tokens=16, snippet_encoding="late_chunking"
+    )
     text = unpunctuated(400, seed=1)
     encoded = encoder.encode_documents([text])[0]
     assert encoded.views.shape[0] == 1 + math.ceil(token_count(encoder, text) / 16)

@@ -38,7 +38,9 @@ def cosines(a, b):
 )
 def test_query_and_global_view_equal_sentence_transformers_encode(tiny_backbone, tmp_path, pooling, normalize):
     model = build_sentence_transformer(tiny_backbone, tmp_path / "st", pooling, normalize)
-    encoder = MultiVectorEncoderAdapter.snippet(tmp_path / "st", device="cpu", num_views=3)
+    encoder = MultiVectorEncoderAdapter.snippet(
+        tmp_path / "st", device="cpu", num_views=3, snippet_encoding="late_chunking"
+    )
     assert encoder.config.pooling == pooling and encoder.config.normalize is normalize
     assert encoder.config.doc_max_length == 64 == encoder.config.query_max_length
 
@@ -62,7 +64,9 @@ def test_embedders_use_the_model_pooling(tiny_backbone, tmp_path):
 
 def test_mean_pooling_differs_from_cls_so_the_test_can_fail(tiny_backbone, tmp_path):
     model = build_sentence_transformer(tiny_backbone, tmp_path / "cls", "cls", normalize=False)
-    mean = MultiVectorEncoderAdapter.snippet(tmp_path / "cls", device="cpu", pooling="mean")
+    mean = MultiVectorEncoderAdapter.snippet(
+        tmp_path / "cls", device="cpu", pooling="mean", snippet_encoding="late_chunking"
+    )
     assert cosines(mean.encode_queries(QUERIES), model.encode(QUERIES)).min() < 0.99
 
 

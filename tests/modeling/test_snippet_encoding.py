@@ -59,8 +59,10 @@ def test_own_text_views_are_sentence_transformers_encodings_of_title_and_snippet
     doc = embedder.run([Document(content=TEXT, meta={"title": "Super Bowl 50"})])["documents"][0]
     spans = [tuple(s) for s in doc.meta["mvr_view_spans"]]
     assert [TEXT[s:e] for s, e in spans] == [
-        "Super Bowl 50 was an American football game.", "The Broncos beat the Panthers.", "It was played in Santa Clara."
-    ]  # fmt: skip
+        "Super Bowl 50 was an American football game.",
+        "The Broncos beat the Panthers.",
+        "It was played in Santa Clara.",
+    ]
     expected = SentenceTransformer(str(minilm), device="cpu").encode([f"Super Bowl 50\n{TEXT[s:e]}" for s, e in spans])
     np.testing.assert_allclose(document_views(doc), expected, atol=1e-5)
     assert doc.meta["mvr_encoder"]["snippet_encoding"] == "own_text"

@@ -23,7 +23,13 @@ def narrow(tiny_backbone):
     """The tiny BERT (MiniLM's WordPiece tokenizer) with a 32-token window: short texts already need many windows."""
     torch.manual_seed(0)
     return MultiVectorEncoderAdapter.snippet(
-        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=8, window_overlap=4
+        tiny_backbone,
+        device="cpu",
+        num_views=2,
+        doc_max_length=32,
+        snippet_tokens=8,
+        window_overlap=4,
+        snippet_encoding="late_chunking",
     )
 
 
@@ -121,7 +127,13 @@ def test_pooling_weights_at_positions_are_the_pooling_weights(pooling):
 @pytest.mark.parametrize("pooling", ["cls", "lasttoken", "weightedmean"])
 def test_streamed_views_follow_the_models_pooling(tiny_backbone, pooling):
     enc = MultiVectorEncoderAdapter.snippet(
-        tiny_backbone, device="cpu", num_views=2, doc_max_length=32, snippet_tokens=8, pooling=pooling
+        tiny_backbone,
+        device="cpu",
+        num_views=2,
+        doc_max_length=32,
+        snippet_tokens=8,
+        pooling=pooling,
+        snippet_encoding="late_chunking",
     )
     texts = [mixed_text(4, seed=7), mixed_text(6, seed=8)]
     whole = enc.model.encode_document(texts, batch_size=len(texts), output_value=None)

@@ -133,7 +133,9 @@ def test_the_shipped_reader_builds_from_the_real_gguf_and_answers(tmp_path, one_
     questions = {"Which river flows through Warsaw?": "Vistula", "Until when was Kraków the capital of Poland?": "1596"}
     for question, expected in questions.items():
         (answer,) = reader.run(query=question, documents=documents)["answers"]
-        assert answer.data == expected, answer
+        # the precision "auto" picks differs between CPUs (bfloat16 with AVX-512 BF16 / AMX, else float32), and so
+        # may the words around the answer ("until 1596" in float32): the answer, not its exact wording
+        assert expected in answer.data and len(answer.data.split()) <= 3, answer
         # grounded (issue 55): a span of the piece it names, and of that piece's source document
         piece = next(d for d in documents if d.id == answer.meta["mvr_source_id"])
         start, end = answer.meta["mvr_answer_span"]
