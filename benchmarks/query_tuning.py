@@ -73,8 +73,8 @@ def main() -> None:
     minilm = packaged_minilm()
     encoder_kwargs = {"mode": "tokens"} if args.tokens else None
     folder = cache / ("tokens" if args.tokens else "multi-view")
-    store, _ = multi_view_store(tier, minilm, folder, encoder_kwargs=encoder_kwargs)
-    encoding = (store.encoder_config or {}).get("snippet_encoding", "late_chunking")
+    store, info = multi_view_store(tier, minilm, folder, encoder_kwargs=encoder_kwargs)
+    encoding = (info.get("encoder") or {}).get("snippet_encoding", "late_chunking")
     label = "token views" if args.tokens else f"snippet views ({encoding})"
     variant = f"{'tokens' if args.tokens else 'snippet'}-s{args.max_steps}-b{args.batch_size}-lr{args.learning_rate}"
     variant += f"-n{args.negatives}-r{args.lora_rank}{'-noav' if args.no_answer_views else ''}"
