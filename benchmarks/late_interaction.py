@@ -14,7 +14,9 @@ and cached under ``--cache-dir`` (``runs/rag/<tier>/``, shared with ``rag_retrie
 
 Reports gold R@1/5/20 and MRR@10 per system, the vector bytes per document (float32 as stored, and at 32 bytes a
 token, the ``PQ32`` compression ``late_interaction_scale.py`` measures), encoding seconds and the median ms a
-question. Writes ``benchmarks/results/late_interaction.<tier>.{json,md}``.
+question. ``--index-factory`` also ranks the ColBERT's (or token) views copied, not re-encoded, into a lossy FAISS
+index without kept rows (``"PCA128,IVF1024,PQ64"``), with its index bytes a document. Writes
+``benchmarks/results/late_interaction.<tier>.{json,md}``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,16 @@ def store_bytes(store) -> dict[str, float]:
     }
 
 
+def compressed_copy(store, index_factory: str, folder: Path):
+    """``store``'s documents and views in a ``index_factory`` store without kept rows (cached), and its index bytes."""
+    from benchmarks.long_documents import requantized
+    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+
+    if not (folder / "CURRENT").exists():
+        requantized(store, index_factory).save(folder)
+    return FaissMultiViewDocumentStore(index_path=str(folder)), sum(f.stat().st_size for f in folder.rglob("*.faiss"))
+
+
 def run_systems(
     tier: Tier, store, model: str, questions: int | None, encoder_kwargs: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -122,6 +134,7 @@ def main() -> None:
         "--snippet-encoding", choices=("own_text", "late_chunking", "both"), default="own_text",
         help="the snippet model's views: each snippet read on its own (the default) or pooled from the whole text",
     )  # fmt: skip
+    parser.add_argument("--index-factory", default=None, help="also the ColBERT's views in this lossy FAISS index")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output-name", default=None)
     args = parser.parse_args()
@@ -159,6 +172,16 @@ def main() -> None:
              "pipeline_ms_median": results["ms_median"]}
         )  # fmt: skip
         rows.append({"system": f"hybrid, convex (BM25 0.4 / dense 0.6): BM25 + {name}", **results["hybrid"]})
+        if label == "ColBERT" and args.index_factory:
+            slug = args.index_factory.replace(",", "-")
+            lossy, index_bytes = compressed_copy(store, args.index_factory, folder.parent / f"{folder.name}-{slug}")
+            results = run_systems(tier, lossy, model, args.questions, encoder_kwargs)
+            lossy_name = f"{name}, {args.index_factory} without kept rows"
+            rows.append(
+                {"system": lossy_name, **results["dense"], **size, "pipeline_ms_median": results["ms_median"],
+                 "index_bytes_per_document": round(index_bytes / max(1, lossy.count_documents()), 1)}
+            )  # fmt: skip
+            rows.append({"system": f"hybrid, convex (BM25 0.4 / dense 0.6): BM25 + {lossy_name}", **results["hybrid"]})
     payload = {
         "command": "python -m benchmarks.late_interaction " + " ".join(
             f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
@@ -174,7 +197,8 @@ def main() -> None:
         "rows": rows,
     }  # fmt: skip
     columns = ["R@1", "R@5", "R@20", "MRR@10", "views_per_document", "float32_bytes_per_document",
-               "pq32_bytes_per_document", "encode_seconds", "pipeline_ms_median"]  # fmt: skip
+               "pq32_bytes_per_document", "index_bytes_per_document", "encode_seconds",
+               "pipeline_ms_median"]  # fmt: skip
     lines = [
         f"# Late interaction: {args.tier} ({payload['documents']} documents, {payload['questions']} dev questions)",
         "",

@@ -297,7 +297,7 @@ def main() -> None:
     parser.add_argument(
         "--reader", default=None, help="'shipped' or a generative reader folder, read by GenerativeReader."
     )
-    parser.add_argument("--precision", nargs="+", default=["int8"], help="With --reader: one entry per precision.")
+    parser.add_argument("--precision", nargs="+", default=["auto"], help="With --reader: one entry per precision.")
     parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
     parser.add_argument("--contexts", type=Path, default=None, help="Another contexts file in rag_context's format.")
     parser.add_argument("--against", default=None, help="Paired EM differences of every row against this one.")
@@ -368,7 +368,7 @@ def main() -> None:
                 else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
             )
             for k, v in vars(args).items()
-            if v not in (None, False) and k not in ("cache_dir", "tiers", "threads") and v != ["int8"]
+            if v not in (None, False) and k not in ("cache_dir", "tiers", "threads") and v != ["auto"]
         ),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
         "tokens": tokens_per_question(contexts, texts, rows, counter),

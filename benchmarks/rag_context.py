@@ -305,7 +305,11 @@ def main() -> None:
     parser.add_argument("--tune", type=int, default=None, metavar="N", help="Tune the builder on N training questions.")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--piece-tokens", type=int, nargs="+", default=[128, 256])
-    parser.add_argument("--name", default=None, help="With --tune: results as rag_context.<tier>.tune.<name>.")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="Results as rag_context.<tier>[.<questions>].<name> (with --tune: rag_context.<tier>.tune.<name>).",
+    )
     args = parser.parse_args()
     import platform
 
@@ -352,13 +356,17 @@ def main() -> None:
         "note": (
             "Each question's top 10 documents from each system (benchmarks/rag_retrieval.py, all-MiniLM-L6-v2 "
             "zero-shot); the builder with its defaults (piece_tokens 64, order by score, whole document if it fits). "
-            "Command: python -m benchmarks.rag_context --tier " + args.tier
+            "Command: python -m benchmarks.rag_context --tier "
+            + args.tier
+            + ("" if args.questions is None else f" --questions {args.questions}")
+            + ("" if args.name is None else f" --name {args.name}")
         ),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
         "timing": f"Contexts for all rows and budgets: {seconds / len(questions) * 1000:.0f} ms a question.",
         "table": summarize(questions, contexts, texts, counter, args.budgets),
     }
     name = f"rag_context.{args.tier}" + ("" if args.questions is None else f".{args.questions}")
+    name += f".{args.name}" if args.name else ""
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     (RESULTS / f"{name}.md").write_text(markdown(payload), encoding="utf-8")
     print(markdown(payload))
