@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from haystack_mvr.readers.answer_span import AnswerSpan, snap_answer
 from haystack_mvr.readers.base_model import SMOLLM2, resolve_base
-from haystack_mvr.readers.generative_prompt import reader_messages
+from haystack_mvr.readers.generative_prompt import is_no_answer, reader_messages
 from haystack_mvr.token_budget import TokenizerCounter, cut_text, fair_shares
 
 __all__ = [
@@ -391,7 +391,8 @@ class ReadAnswer:
         same characters as a prefix of its passage, so that a span of one is the same span of the other.
     :param generated: The greedy answer, as :func:`generate_answers` decodes it.
     :param span: ``generated`` snapped to a span of ``passages`` (``answer_span.snap_answer``),
-        ``None`` when nothing was generated or no passage has a word.
+        ``None`` when nothing was generated, when it is ``NO_ANSWER`` (the reader abstained) or no passage has a
+        word.
     :param logprob: The mean log-probability the model gives the tokens of ``span.text`` and the end-of-turn token
         after them, as an answer to this prompt (``-inf`` without a span).
     :param prompt_tokens: The prompt's length in tokens.
@@ -448,7 +449,7 @@ def read_answer(
         row = out.sequences[0, len(prompt) :].tolist()
         row = row[: next((n for n, t in enumerate(row) if t in stop), len(row))]
         generated = tokenizer.decode(row, skip_special_tokens=True).strip()
-        span = snap_answer(generated, read)
+        span = None if is_no_answer(generated) else snap_answer(generated, read)
         if span is None:
             return ReadAnswer(read, generated, None, -math.inf, len(prompt))
         tokens = tokenizer(span.text, add_special_tokens=False)["input_ids"]

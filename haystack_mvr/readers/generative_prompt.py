@@ -14,7 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["ANSWER_PATTERN", "GENERATIVE_READER_TEMPLATE", "reader_messages", "reader_prompt"]
+__all__ = [
+    "ANSWER_PATTERN",
+    "GENERATIVE_READER_TEMPLATE",
+    "NO_ANSWER",
+    "is_no_answer",
+    "reader_messages",
+    "reader_prompt",
+]
 
 GENERATIVE_READER_TEMPLATE = """\
 Answer the question using only the context. Reply with the short answer alone, copied word for word from the \
@@ -27,9 +34,18 @@ Context:
 Question: {{ question }}
 Answer:"""
 
+# the answer a reader trained to abstain gives when its context does not hold the answer (training's target for
+# such contexts; the reader returns no answer when it generates it)
+NO_ANSWER = "unanswerable"
+
 # what AnswerBuilder(pattern=...) keeps of a chat generator's reply: the reply without leading and trailing
 # whitespace, as the reader's generate_answers strips its answers
 ANSWER_PATTERN = r"(?s)\S.*\S|\S"
+
+
+def is_no_answer(generated: str) -> bool:
+    """Whether a generated answer is :data:`NO_ANSWER` (case, surrounding space and a final period aside)."""
+    return generated.strip().rstrip(".").strip().lower() == NO_ANSWER
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,10 @@ class GenerativeReader:
       ``"shipped"``.
 
     **Abstaining.** With ``min_score``, an answer scored below it is not returned: ``answers`` is an empty list, as
-    when no document has content. (Haystack's ``ExtractiveReader`` says "no answer" with an ``ExtractedAnswer`` whose
-    ``data`` is ``None``; a ``GeneratedAnswer``'s ``data`` is a string, and pipelines that read
-    ``answers[0].data`` check ``if answers`` already.)
+    when no document has content, or when the reader answers ``NO_ANSWER`` ("unanswerable": what a reader trained on
+    contexts without the answer learned to say there). (Haystack's ``ExtractiveReader`` says "no answer" with an
+    ``ExtractedAnswer`` whose ``data`` is ``None``; a ``GeneratedAnswer``'s ``data`` is a string, and pipelines that
+    read ``answers[0].data`` check ``if answers`` already.)
 
     **Bad input.** ``query`` must be a string and ``documents`` a list of ``Document`` (a ``TypeError`` names the
     argument). A question longer than half of what the template leaves of ``max_prompt_tokens`` is cut to its first

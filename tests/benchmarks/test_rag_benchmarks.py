@@ -59,3 +59,22 @@ def test_claims_pair_each_row_with_its_baseline():
     within = found["builder after hybrid @ 256 | hybrid documents @ whole"]
     assert within["difference"] == pytest.approx(75.0)
     assert found["builder after hybrid @ 128 | chunks @ 128"]["difference"] == 0.0
+
+
+def test_the_mix_names_budgets_gold_and_none_and_refuses_anything_else():
+    from benchmarks.generative_examples import parse_mix
+
+    assert parse_mix(["128=0.2", "gold=0.1", "none=0.05"]) == {"128": 0.2, "gold": 0.1, "none": 0.05}
+    for bad in (["big=1"], ["128"], ["none="]):
+        with pytest.raises(SystemExit, match="BUDGET=WEIGHT"):
+            parse_mix(bad)
+
+
+def test_a_context_without_the_gold_paragraph_counts_only_when_the_answer_is_gone():
+    from benchmarks.generative_examples import without_gold
+
+    question = Question(id="q", question="Where?", answers=["Vistula"], positive_id="gold", title="t")
+    texts = {"gold": "Warsaw lies on the Vistula.", "a": "Paris lies on the Seine.", "b": "The Vistula is long."}
+    assert without_gold(question, [["gold", 0, 27], ["a", 0, 24]], texts) == [["a", 0, 24]]
+    assert without_gold(question, [["gold", 0, 27], ["b", 0, 20]], texts) is None  # the answer is elsewhere too
+    assert without_gold(question, [["gold", 0, 27]], texts) is None  # nothing left

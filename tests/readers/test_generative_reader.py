@@ -493,3 +493,46 @@ def test_a_bad_examples_file_is_named_with_its_line(content, message, tmp_path):
     with pytest.raises(ValueError) as error:
         read_examples(path)
     assert str(error.value).startswith(f"{path}") and message in str(error.value), str(error.value)
+
+
+def test_init_adapter_trains_the_saved_adapter_further_with_its_own_rank(cli_run, tiny_lm, examples_file, tmp_path):
+    first, _ = cli_run
+    out = tmp_path / "further"
+    argv = [
+        "train-reader", "--kind", "generative", "--model", str(tiny_lm), "--output-dir", str(out),
+        "--examples-file", str(examples_file), "--max-steps", "2", "--batch-size", "2", "--max-length", "256",
+        "--threads", "1", "--init-adapter", str(first), "--no-merge", "--learning-rate", "0.05",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads((out / "reader_training.json").read_text(encoding="utf-8"))
+    assert summary["init_adapter"] == str(first) and summary["lora_r"] == 4  # the adapter's rank, not the default 16
+    before, after = (
+        load_file(str(first / "adapter_model.safetensors")),
+        load_file(str(out / "adapter_model.safetensors")),
+    )
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # trained further, from those weights
+    with pytest.raises(ValueError, match=r"--init-adapter .*no adapter_config\.json"):
+        ReaderTrainingArguments(kind="generative", output_dir=tmp_path / "x", init_adapter=tmp_path)
+
+
+def test_a_reader_that_learned_to_abstain_returns_no_answer(tiny_lm, tmp_path):
+    from haystack_mvr.components.readers import GenerativeReader
+    from haystack_mvr.readers.generative_prompt import NO_ANSWER, is_no_answer
+
+    assert is_no_answer(" Unanswerable.") and not is_no_answer("unanswerable river")
+    unanswerable = {"id": "5", "question": "Who painted the moon?", "answer": NO_ANSWER,
+                    "passages": ["Paris lies on the Seine."]}  # fmt: skip
+    train_from_examples(
+        tiny_lm, [*EXAMPLES, unanswerable], tmp_path / "abstains", max_steps=80, batch_size=5, learning_rate=2e-2,
+        lora_dropout=0.0, max_length=256, threads=1, logging_steps=100, merge=True,
+    )  # fmt: skip
+    model, tokenizer = load_generative_reader(tmp_path / "abstains" / "merged")
+    question, passages = unanswerable["question"], unanswerable["passages"]
+    assert generate_answers(model, tokenizer, [(question, passages)], max_length=256) == [NO_ANSWER]
+    reader = GenerativeReader(model=str(tmp_path / "abstains" / "merged"), precision="float32", max_prompt_tokens=256)
+    assert reader.run(query=question, documents=[Document(content=passages[0])])["answers"] == []  # not snapped
+    answered = reader.run(
+        query=EXAMPLES[1]["question"], documents=[Document(content=p) for p in EXAMPLES[1]["passages"]]
+    )
+    assert [a.data for a in answered["answers"]] == ["Seine"]

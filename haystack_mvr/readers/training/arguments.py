@@ -35,6 +35,7 @@ _GENERATIVE_ONLY = (
     "lora_dropout",
     "merge",
     "merge_adapter",
+    "init_adapter",
     "gradient_accumulation_steps",
 )
 _NOT_GENERATIVE = (
@@ -163,6 +164,13 @@ class ReaderTrainingArguments:
             "folder to --output-dir; nothing is trained."
         },
     )
+    init_adapter: Path | None = field(
+        default=None,
+        metadata={
+            "help": "generative: train this LoRA adapter folder further (its rank, alpha and targets; --lora-* are "
+            "then ignored) instead of a fresh one, e.g. the shipped reader's haystack_mvr/readers/smollm2_reader."
+        },
+    )
     epochs: float = field(default=1.0, metadata={"help": "Training epochs (ignored when --max-steps is set)."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: use epochs)."})
     max_minutes: float | None = field(
@@ -248,6 +256,12 @@ class ReaderTrainingArguments:
         if changed and generative:
             msg = f"{_flags(changed)} do not apply to --kind generative (its examples carry their passages)."
             raise ValueError(msg)
+        if self.init_adapter is not None and self.merge_adapter is not None:
+            msg = "--init-adapter trains an adapter further; --merge-adapter only merges one: give one of them."
+            raise ValueError(msg)
+        if self.init_adapter is not None and not (Path(self.init_adapter) / "adapter_config.json").is_file():
+            msg = f"--init-adapter {self.init_adapter}: no adapter_config.json there."
+            raise ValueError(msg)
         if self.merge_adapter is not None and (self.examples_file is not None or self.merge is False):
             msg = "--merge-adapter only merges an adapter trained elsewhere: no --examples-file, no --no-merge."
             raise ValueError(msg)
@@ -256,7 +270,7 @@ class ReaderTrainingArguments:
             raise ValueError(msg)
         self.output_dir = Path(self.output_dir)
         self.data_dir = Path(self.data_dir)
-        for name in ("retrieved_file", "examples_file", "merge_adapter"):
+        for name in ("retrieved_file", "examples_file", "merge_adapter", "init_adapter"):
             if getattr(self, name) is not None:
                 setattr(self, name, Path(getattr(self, name)))
 

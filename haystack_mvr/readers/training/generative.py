@@ -88,16 +88,16 @@ def train_generative_reader(
     args: ReaderTrainingArguments, examples: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """
-    LoRA-train ``args.model`` as a reader on ``examples`` (default: ``args.examples_file``'s, or squad-mv's gold
-    paragraphs); save the adapter (bfloat16) and tokenizer to ``args.output_dir``, with ``args.merge`` also the
-    merged model to ``output_dir/merged``. With ``args.merge_adapter`` only merge that adapter
-    (:func:`merge_generative_adapter`).
+    LoRA-train ``args.model`` (a fresh adapter, or ``args.init_adapter`` trained further) as a reader on
+    ``examples`` (default: ``args.examples_file``'s, or squad-mv's gold paragraphs); save the adapter (bfloat16)
+    and tokenizer to ``args.output_dir``, with ``args.merge`` also the merged model to ``output_dir/merged``.
+    With ``args.merge_adapter`` only merge that adapter (:func:`merge_generative_adapter`).
 
     :returns: A summary, also written to ``output_dir/reader_training.json``.
     """
     if args.merge_adapter is not None:
         return merge_generative_adapter(args.merge_adapter, args.output_dir, base=args.model)
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -119,14 +119,21 @@ def train_generative_reader(
         for e in examples
     ]
     logger.info("generative reader: %d examples tokenized in %.1f s", len(features), time.perf_counter() - start)
-    lora = LoraConfig(
-        r=args.lora_r,
-        lora_alpha=args.lora_alpha,
-        lora_dropout=args.lora_dropout,
-        target_modules=list(LORA_TARGETS),
-        task_type="CAUSAL_LM",
-    )
-    peft_model = get_peft_model(model, lora)
+    if args.init_adapter is not None:  # trained further: its own rank, alpha and targets
+        peft_model = PeftModel.from_pretrained(model, str(args.init_adapter), is_trainable=True)
+        for parameter in peft_model.parameters():  # a float16 adapter (the shipped one) trains in float32
+            if parameter.requires_grad:
+                parameter.data = parameter.data.float()
+        lora = peft_model.peft_config["default"]
+    else:
+        lora = LoraConfig(
+            r=args.lora_r,
+            lora_alpha=args.lora_alpha,
+            lora_dropout=args.lora_dropout,
+            target_modules=list(LORA_TARGETS),
+            task_type="CAUSAL_LM",
+        )
+        peft_model = get_peft_model(model, lora)
     peft_model.peft_config["default"].base_model_name_or_path = str(args.model)  # "smollm2", not a site-packages path
     training_args, budget = generative_trainer_settings(args)
     trainer = Trainer(
@@ -143,10 +150,11 @@ def train_generative_reader(
         "base": str(args.model),
         "examples": len(features),
         "examples_file": str(args.examples_file) if args.examples_file else None,
-        "lora_r": args.lora_r,
-        "lora_alpha": args.lora_alpha,
-        "lora_dropout": args.lora_dropout,
-        "lora_targets": list(LORA_TARGETS),
+        "init_adapter": str(args.init_adapter) if args.init_adapter else None,
+        "lora_r": lora.r,
+        "lora_alpha": float(lora.lora_alpha),
+        "lora_dropout": lora.lora_dropout,
+        "lora_targets": sorted(lora.target_modules),
         "end_of_turn_id": end_of_turn_id(tokenizer),
         "trainable_parameters": trainable,
         "parameters": total,
