@@ -72,7 +72,7 @@ def open_store(corpus: Path, model: str, index_dir: Path):
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
     from haystack_mvr.datasets import load_corpus
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.evaluation.saved_index import index_key, open_saved_index, save_index
 
     key = index_key(corpus, model, limit=None, index_factory="Flat", meta_fields_to_embed=["title"])

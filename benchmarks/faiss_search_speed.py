@@ -41,7 +41,7 @@ def build_store(index_factory: str, documents: int, views: int, dim: int, seed: 
     import numpy as np
     from haystack import Document
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     rng = np.random.default_rng(seed)
     store = FaissMultiViewDocumentStore(
@@ -78,7 +78,7 @@ def build_token_store(args: argparse.Namespace):
     import numpy as np
     from haystack import Document
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.views import attach_views
 
     rng = np.random.default_rng(args.seed + 2)

@@ -83,7 +83,7 @@ def store_bytes(store) -> dict[str, float]:
 def compressed_copy(store, index_factory: str, folder: Path):
     """``store``'s documents and views in a ``index_factory`` store without kept rows (cached), and its index bytes."""
     from benchmarks.long_documents import requantized
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     if not (folder / "CURRENT").exists():
         requantized(store, index_factory).save(folder)

@@ -105,7 +105,7 @@ def squad_tokens(
     encoder = open_encoder(model, "cpu", **(encoder_kwargs or {}))
     _, dev = split_by_article(load_questions(data_dir / "squad-mv" / "train.jsonl"))
     if store is not None:  # the squad-mv store benchmarks/late_interaction.py saved: its token views, not encoded again
-        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+        from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
         saved = FaissMultiViewDocumentStore(index_path=str(store))
         docs = [document_views(d) for batch in saved.export_documents() for d in batch]

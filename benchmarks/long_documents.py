@@ -339,7 +339,7 @@ def multi_view_index(pages: Sequence[Page], model: str, batch_size: int, encoder
     from haystack.components.writers import DocumentWriter
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.views import ENCODER_KEY, document_views
 
     store = FaissMultiViewDocumentStore(index_factory="Flat")
@@ -373,7 +373,7 @@ def cached_multi_view_index(cache: Path | None, key: dict[str, Any], pages: Sequ
     """
     import hashlib
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     if cache is None:
         return multi_view_index(pages, *args, **kwargs)
@@ -395,7 +395,8 @@ def requantized(store, index_factory: str):
     The documents of the Flat ``store``, views and all, copied into a new store with ``index_factory`` (no float32
     copy kept beside a lossy index): one write, so a quantizer is trained on every view. Nothing is encoded again.
     """
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore, copy_documents
+    from haystack_mvr.document_stores import copy_documents
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     target = FaissMultiViewDocumentStore(index_factory=index_factory, keep_vectors=False)
     copy_documents(store, target, batch_size=10**9)

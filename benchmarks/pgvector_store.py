@@ -73,7 +73,7 @@ def folder_bytes(path: Path) -> int:
 
 
 def build_faiss(documents, factory: str, work: Path) -> tuple[Any, float, int]:
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     start = time.perf_counter()
     store = FaissMultiViewDocumentStore(index_factory=factory)
@@ -88,7 +88,7 @@ def build_pgvector(documents, uri: str, strategy: str, ef_search: int | None) ->
     import psycopg
     from haystack.utils import Secret
 
-    from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+    from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
 
     table = f"bench_{strategy}_{ef_search or 'default'}"
     secret = Secret.from_token(uri)

@@ -81,7 +81,8 @@ def encode(passages, questions, model: str, cache: Path, batch_size: int) -> tup
 
 
 def compare(docs: list[Document], questions, queries: np.ndarray, args: argparse.Namespace) -> None:
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
     from haystack_mvr.evaluation.pipeline_evaluation import RankedResults, evaluate_ranking
 
     stores = {

@@ -38,8 +38,8 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import default_data_dir, load_corpus, load_questions, split_by_article
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
-from haystack_mvr.document_stores.faiss import persistence
+from haystack_mvr.document_stores import versioned_folder
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore, persistence
 from haystack_mvr.evaluation.pipeline_evaluation import evaluate_ranking, run_query_pipeline
 from haystack_mvr.evaluation.report import markdown_table
 from haystack_mvr.views import VIEWS_KEY, document_views

@@ -91,7 +91,7 @@ def multi_view_store(
     from haystack.components.writers import DocumentWriter
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     info_path = folder / "info.json"
     if info_path.exists():

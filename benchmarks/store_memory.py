@@ -85,7 +85,7 @@ def worker(size: int, factory: str, keep_vectors: bool, k: int, dim: int, seed: 
     import faiss
     from haystack import Document
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.views import VIEWS_KEY
 
     gc.collect()

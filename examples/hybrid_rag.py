@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from haystack import Document, Pipeline
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
 EXTRACTIVE_EXTRA = 'pip install "haystack-mvr[readers]"'
 
@@ -55,7 +55,7 @@ def build_stores(documents: list[Document], model: str) -> tuple[InMemoryDocumen
     from haystack.document_stores.in_memory import InMemoryDocumentStore
     from index_corpus import indexing_pipeline
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     bm25_store = InMemoryDocumentStore()
     bm25_store.write_documents(documents)

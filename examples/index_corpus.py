@@ -21,7 +21,7 @@ from common import DEFAULT_CORPUS, check_model, packaged_minilm, pipeline_yaml, 
 if TYPE_CHECKING:
     from haystack import Pipeline
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
 YAML_HEADER = """
 The indexing pipeline of examples/index_corpus.py (written by its --save-yaml). Load it in Python with
@@ -51,7 +51,7 @@ def indexing_pipeline(model: str, store: FaissMultiViewDocumentStore, batch_size
 
 def indexing_yaml(model: str, index_dir: str, index_factory: str | None = None, batch_size: int = 32) -> str:
     """What ``--save-yaml`` writes: the pipeline whose store opens the saved index at ``index_dir``."""
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore(index_path=index_dir, index_factory=index_factory)
     return pipeline_yaml(indexing_pipeline(model, store, batch_size), YAML_HEADER)
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     model = check_model(args.model or packaged_minilm())
     documents = read_corpus(args.corpus, args.limit)
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore(index_factory=args.index_factory)
     result = indexing_pipeline(model, store, args.batch_size).run({"embedder": {"documents": documents}})

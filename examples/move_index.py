@@ -107,7 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: int | None = None) -> Any:
     if kind == "faiss":
-        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+        from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
         if Path(where).exists():
             return FaissMultiViewDocumentStore(index_path=where)
@@ -121,7 +121,7 @@ def open_store(kind: str, where: str, args: argparse.Namespace, embedding_dim: i
         raise SystemExit(msg) from e
     from haystack.utils import Secret
 
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     if kind == "qdrant-path":
         return QdrantMultiViewDocumentStore(path=where, index=args.index, embedding_dim=embedding_dim)
@@ -144,7 +144,7 @@ def open_pgvector(table: str, args: argparse.Namespace, embedding_dim: int | Non
         raise SystemExit(msg) from e
     from haystack.utils import Secret
 
-    from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+    from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
 
     return PgvectorMultiViewDocumentStore(
         connection_string=Secret.from_env_var(args.pg_conn_env), table_name=table, embedding_dimension=embedding_dim
@@ -194,7 +194,7 @@ def open_source(kind: str, where: str, args: argparse.Namespace) -> tuple[Any, i
     found, when that is none."""
     spec = f"{kind}:{where}"
     if kind == "faiss":
-        from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+        from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
         folder = faiss_source_folder(where)
         store = FaissMultiViewDocumentStore(index_path=str(folder))

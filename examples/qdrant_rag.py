@@ -23,7 +23,7 @@ from common import DEFAULT_CORPUS, DEFAULT_QUESTIONS, REPO, check_model, package
 if TYPE_CHECKING:
     from haystack import Pipeline
 
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
 DEFAULT_PATH = REPO / "runs" / "qdrant"
 QDRANT_EXTRA = 'pip install "haystack-mvr[qdrant]"'
@@ -38,7 +38,7 @@ def make_store(args: argparse.Namespace) -> QdrantMultiViewDocumentStore:
         raise SystemExit(msg) from e
     from haystack.utils import Secret
 
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     if args.url:
         return QdrantMultiViewDocumentStore(

@@ -37,7 +37,7 @@ def build_or_load(documents_from: Path, model: str, limit: int | None, index_dir
     from haystack.components.writers import DocumentWriter
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.evaluation.saved_index import index_key, open_saved_index, save_index
 
     key = index_key(documents_from, model, limit=limit, index_factory="Flat", meta_fields_to_embed=EMBEDDED_META)

@@ -57,7 +57,7 @@ def rag_pipeline(
     from haystack_mvr.components.embedders import MultiViewTextEmbedder
     from haystack_mvr.components.readers import FusionInDecoderReader
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore(index_path=index_dir)
     pipeline = Pipeline()

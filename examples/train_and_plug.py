@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from haystack_mvr.components.embedders import MultiViewTextEmbedder
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.training import TrainingArguments, train
 
     checkpoint = train(

@@ -119,7 +119,7 @@ def test_pipelines_saved_under_old_types_load_in_a_fresh_interpreter():
     from haystack import Pipeline
 
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     pipeline = Pipeline()
     pipeline.add_component("retriever", MultiViewRetriever(document_store=FaissMultiViewDocumentStore(embedding_dim=2)))

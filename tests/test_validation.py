@@ -5,7 +5,7 @@ import pytest
 
 from haystack_mvr.components.builders import MultiViewContextBuilder
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.config import MultiViewConfig
 from haystack_mvr.validation import check_positive_int
 

@@ -212,7 +212,7 @@ def _index(args: argparse.Namespace):
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
     from haystack_mvr.datasets import load_corpus
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.evaluation.saved_index import index_key, open_saved_index, save_index
 
     key = None

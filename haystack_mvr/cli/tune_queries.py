@@ -119,7 +119,7 @@ def open_frozen_index(index: str | Path):
     :raises ValueError: not a saved store, a store without documents or without an encoder record, or one that
         keeps no vectors to read (a lossy index without kept rows: its views are only approximations).
     """
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.document_stores.faiss.index_family import IndexFamily
     from haystack_mvr.training.query_tuning import FrozenDocument
     from haystack_mvr.views import extract_views

@@ -1,33 +1,10 @@
-from typing import Any
+"""The multi-view document stores. Each backend's store is in its own package, whose engine is an optional extra
+(its import error names the extra): ``haystack_mvr.document_stores.faiss`` (``[cpu]`` or ``[gpu]``),
+``haystack_mvr.document_stores.qdrant`` (``[qdrant]``) and ``haystack_mvr.document_stores.pgvector``
+(``[pgvector]``). This package holds what they share: the store protocol, its statistics and copying between
+stores."""
 
 from haystack_mvr.document_stores.copying import copy_documents
 from haystack_mvr.document_stores.types import MultiViewDocumentStore, StoreStats
 
-__all__ = [
-    "FaissMultiViewDocumentStore",
-    "MultiViewDocumentStore",
-    "PgvectorMultiViewDocumentStore",
-    "QdrantMultiViewDocumentStore",
-    "StoreStats",
-    "copy_documents",
-]
-
-
-def __getattr__(name: str) -> Any:
-    # Each backend's engine is optional (FAISS: the [cpu] or [gpu] extra; qdrant-client: the [qdrant] extra; psycopg
-    # and pgvector: the [pgvector] extra), so a backend is imported only when it is asked for, and a missing engine's
-    # error names its extra.
-    if name == "FaissMultiViewDocumentStore":
-        from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
-
-        return FaissMultiViewDocumentStore
-    if name == "QdrantMultiViewDocumentStore":
-        from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
-
-        return QdrantMultiViewDocumentStore
-    if name == "PgvectorMultiViewDocumentStore":
-        from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
-
-        return PgvectorMultiViewDocumentStore
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
+__all__ = ["MultiViewDocumentStore", "StoreStats", "copy_documents"]

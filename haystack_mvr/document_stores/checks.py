@@ -19,7 +19,6 @@ __all__ = [
     "check_encoder_config",
     "check_filters",
     "check_optional_positive_int",
-    "check_positive_int",
     "check_query_dimension",
     "check_query_encoder",
     "check_top_k",

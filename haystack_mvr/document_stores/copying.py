@@ -95,4 +95,4 @@ def _first_with_views(batches: Any) -> Any:
             close()
 
 
-__all__ = ["check_batch_size", "copy_documents"]
+__all__ = ["copy_documents"]

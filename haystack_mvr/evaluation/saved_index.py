@@ -34,7 +34,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, versioned_folder
+from haystack_mvr.document_stores import versioned_folder
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.loading import local_model_name
 from haystack_mvr.modeling.sentence_splitting import splitter_name
 

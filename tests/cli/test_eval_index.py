@@ -96,7 +96,7 @@ def test_index_key_follows_every_input(data, tiny_backbone, tmp_path):
 def test_a_saved_index_opens_only_under_its_own_key(data, tiny_backbone, tmp_path):
     from haystack import Document
 
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore()
     store.write_documents([Document(id="a", content="x", embedding=[1.0, 0.0])])

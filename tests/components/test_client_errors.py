@@ -13,7 +13,7 @@ from haystack.errors import FilterError
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.errors import InvalidRequestError, client_error
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY
 

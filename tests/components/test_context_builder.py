@@ -24,14 +24,10 @@ from haystack_mvr.components.builders import (
     SOURCE_SPAN_KEY,
     MultiViewContextBuilder,
 )
-from haystack_mvr.components.builders.context_selection import (
-    WORD_PATTERN,
-    Candidate,
-    WordCounter,
-    select_pieces,
-)
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.components.builders.context_selection import Candidate, select_pieces
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
+from haystack_mvr.token_budget import WORD_PATTERN, WordCounter
 from haystack_mvr.views import (
     ENCODER_KEY,
     MATCHED_SCOPE_KEY,

@@ -9,7 +9,7 @@ from haystack import Document
 
 from haystack_mvr.components.builders import MultiViewContextBuilder
 from haystack_mvr.components.builders.context_selection import Candidate, select_pieces, whole_clauses
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 from haystack_mvr.views import attach_views
 

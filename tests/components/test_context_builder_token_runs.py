@@ -15,7 +15,7 @@ from haystack_mvr.components.builders.multi_view_context_builder import (
     TOKEN_RUN_VIEWS,
     token_seed_spans,
 )
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import PackedViews
 
 WORDS = 300

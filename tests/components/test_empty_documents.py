@@ -10,7 +10,7 @@ from haystack import Document, Pipeline
 from haystack.components.writers import DocumentWriter
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import SPANS_KEY, document_views
 from tests.conftest import save_tiny_checkpoint
 

@@ -285,7 +285,7 @@ def test_encoder_identity_travels_with_documents_and_queries(tiny_backbone, tmp_
 
 def test_retriever_refuses_a_query_encoder_the_store_was_not_built_with(tiny_backbone, tmp_path):
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.document_stores.types import MultiViewDocumentStore
 
     docs = MultiViewDocumentEmbedder(model=tiny_backbone, progress_bar=False).run([Document(content="One. Two.")])

@@ -6,7 +6,7 @@ from haystack.document_stores.types import FilterPolicy
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import ENCODER_KEY, MATCHED_TEXT_KEY, VIEWS_KEY, attach_views
 
 

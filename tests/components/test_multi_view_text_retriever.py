@@ -10,7 +10,7 @@ from haystack.components.writers import DocumentWriter
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever, MultiViewTextRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.errors import InvalidRequestError
 
 DOCUMENTS = [

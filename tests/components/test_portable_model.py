@@ -11,7 +11,7 @@ from haystack import Pipeline
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder, encoder_cache
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.loading import PACKAGED_HUB_ID, local_model_name, portable_model_name
 
 EMBEDDERS = (MultiViewTextEmbedder, MultiViewDocumentEmbedder)

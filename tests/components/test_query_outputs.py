@@ -11,7 +11,7 @@ from haystack.core.errors import PipelineConnectError
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

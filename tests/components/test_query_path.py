@@ -22,7 +22,7 @@ from haystack.core.pipeline.utils import _deepcopy_with_exceptions
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.components.retrievers import multi_view_retriever as retriever_module
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import MATCHED_TEXT_KEY, PackedViews, attach_views
 
 DOCUMENTS = [

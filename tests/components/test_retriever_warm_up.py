@@ -12,7 +12,7 @@ import pytest
 from haystack import Document, Pipeline
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY
 
 LOGGER = "haystack_mvr.components.retrievers.multi_view_retriever"
@@ -68,7 +68,7 @@ def test_store_warm_up_is_public_and_idempotent(tmp_path):
 
 def test_qdrant_warm_up_opens_the_folder_and_reads_the_collection(tmp_path):
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     folder = str(tmp_path / "qdrant")
     writer = QdrantMultiViewDocumentStore(path=folder)
@@ -123,7 +123,7 @@ def test_a_filter_that_matches_nothing_is_not_an_empty_store(caplog, tmp_path):
 def test_qdrant_warm_up_reads_the_collection_once(tmp_path, monkeypatch):
     """Pipeline.run warms up at every run: the second warm_up must not read the collection again."""
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     store = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"))
     store.write_documents(documents())

@@ -7,7 +7,7 @@ import pytest
 from haystack import Document, Pipeline
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import (
     MATCHED_SCOPE_KEY,
     MATCHED_TEXT_KEY,
@@ -123,7 +123,7 @@ def test_snippet_granularity_async_batch_and_serialization():
 
 def test_snippets_match_on_qdrant():
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     rng = np.random.default_rng(11)
     documents = _random_corpus(rng, 25)

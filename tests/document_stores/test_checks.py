@@ -7,18 +7,18 @@ import pytest
 from haystack import Document
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.checks import (
     check_batch_size,
     check_encoder_config,
     check_filters,
     check_optional_positive_int,
-    check_positive_int,
     check_query_dimension,
     check_top_k,
     document_dimension_message,
 )
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.errors import InvalidFilterError
+from haystack_mvr.validation import check_positive_int
 
 NOT_POSITIVE = [0, -1, True, False, 1.0, 2.5, "3", None, [1]]
 
@@ -71,7 +71,7 @@ def test_faiss_store_refuses_the_same_values_as_qdrant(name, value):
 
 def test_qdrant_store_uses_the_same_checks():
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     for name in ("embedding_dim", "hnsw_ef", "prefetch_limit", "timeout"):
         with pytest.raises(ValueError, match=rf"^{name} must be a positive integer or None, got True\.$"):
@@ -108,7 +108,7 @@ def test_both_stores_refuse_a_document_alike_through_the_one_write_converter(doc
     """FAISS and Qdrant prepare writes with the same converter (``writes.prepare_documents``): same refusals, same
     messages, nothing written."""
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     for store in (FaissMultiViewDocumentStore(), QdrantMultiViewDocumentStore()):
         with pytest.raises(ValueError, match=rf"^Document '{document.id}'.*{message}"):
@@ -118,7 +118,7 @@ def test_both_stores_refuse_a_document_alike_through_the_one_write_converter(doc
 
 def test_a_batch_with_two_encoders_is_refused_by_both_stores():
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     docs = [Document(id=i, embedding=[1.0, 0.0], meta={"mvr_encoder": {"mode": i}}) for i in ("a", "b")]
     for store in (FaissMultiViewDocumentStore(), QdrantMultiViewDocumentStore()):

@@ -12,7 +12,9 @@ from haystack.document_stores.types import DuplicatePolicy
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore, copy_documents
+from haystack_mvr.document_stores import copy_documents
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.views import (
     ENCODER_KEY,
     MATCHED_SCOPE_KEY,

@@ -9,7 +9,9 @@ from haystack import Document
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore, copy_documents
+from haystack_mvr.document_stores import copy_documents
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.views import ENCODER_KEY, attach_views
 
 ENCODER = {"model": "random-views", "mode": "snippet"}

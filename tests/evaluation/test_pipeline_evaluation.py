@@ -7,7 +7,7 @@ from haystack import Document, Pipeline, component
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
 from haystack_mvr.datasets import Question
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.evaluation.pipeline_evaluation import run_query_pipeline
 from haystack_mvr.views import attach_views
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.evaluation.saved_index import STORE_FOLDER, index_key, open_saved_index, save_index
 from haystack_mvr.views import ENCODER_KEY, attach_views
 

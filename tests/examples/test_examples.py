@@ -377,7 +377,7 @@ def test_a_prompt_builder_can_quote_the_matched_snippets(data_dir, tiny_backbone
 
     from haystack_mvr.components.embedders import MultiViewTextEmbedder
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore()
     indexing_pipeline(str(tiny_backbone), store).run(

@@ -55,7 +55,7 @@ def wrapper_module():
 
 def build_index(model: str, folder: Path) -> str:
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     store = FaissMultiViewDocumentStore(index_factory="Flat")
     indexing = Pipeline()

@@ -13,7 +13,7 @@ from haystack import Document
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import MATCHED_SPAN_KEY, attach_views
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -179,7 +179,7 @@ def test_into_a_qdrant_collection_of_another_dimension_is_one_line_and_kept(tmp_
         message = str(error.value.code)
         assert "\n" not in message and message.startswith(f"{qdrant}: "), message
         assert "What the target held before is kept" in message
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     kept = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"), index="moved")
     try:

@@ -12,7 +12,8 @@ from haystack import Document
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.views import attach_views
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -303,7 +303,7 @@ def test_a_100_kb_document_is_found_by_its_last_sentence(minilm):
 
     from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
     from haystack_mvr.components.retrievers import MultiViewRetriever
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
     from haystack_mvr.views import MATCHED_TEXT_KEY
 
     rng = random.Random(7)

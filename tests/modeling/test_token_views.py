@@ -12,7 +12,7 @@ from sentence_transformers.base.modules import Transformer
 
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.late_interaction import LateInteractionEncoder
 from haystack_mvr.modeling.st_encoder import open_encoder
 

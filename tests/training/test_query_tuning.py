@@ -16,7 +16,7 @@ from haystack_mvr.cli.main import main as cli_main
 from haystack_mvr.cli.tune_queries import open_frozen_index, read_tuning_questions, tune_queries
 from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.modeling.st_encoder import open_encoder
 from haystack_mvr.training.query_tuning import (
     FrozenDocument,

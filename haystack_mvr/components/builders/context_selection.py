@@ -13,19 +13,9 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from haystack_mvr.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter, token_ends_counter
+from haystack_mvr.token_budget import WORD_PATTERN, TokenBudgetCounter, WordCounter
 
-# WORD_PATTERN, TokenBudgetCounter, WordCounter and token_ends_counter live in haystack_mvr.token_budget; they
-# stay importable from here
-__all__ = [
-    "WORD_PATTERN",
-    "Candidate",
-    "Piece",
-    "TokenBudgetCounter",
-    "WordCounter",
-    "select_pieces",
-    "token_ends_counter",
-]
+__all__ = ["Candidate", "Piece", "select_pieces"]
 
 Span = tuple[int, int]
 

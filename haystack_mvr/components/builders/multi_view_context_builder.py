@@ -17,18 +17,11 @@ from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.modeling.sentence_splitting import sentence_spans
 from haystack_mvr.token_budget import TokenizerCounter, WordCounter
 from haystack_mvr.validation import check_positive_int
-from haystack_mvr.views import (
-    PIECE_TOKENS_KEY,
-    SOURCE_ID_KEY,
-    SOURCE_SPAN_KEY,
-    SPANS_KEY,
-    document_views,
-    piece_document,
-)
+from haystack_mvr.views import SPANS_KEY, document_views, piece_document
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PIECE_TOKENS_KEY", "SOURCE_ID_KEY", "SOURCE_SPAN_KEY", "MultiViewContextBuilder"]
+__all__ = ["MultiViewContextBuilder"]
 
 ORDERS = ("score", "document")
 

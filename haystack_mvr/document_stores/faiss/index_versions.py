@@ -22,11 +22,11 @@ from typing import Any
 
 from haystack.document_stores.errors import DocumentStoreError
 
+from haystack_mvr.document_stores import versioned_folder
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
-from haystack_mvr.document_stores.versioned_folder import versions
 
 
-class FaissVersionWriter(versions.VersionWriter):
+class FaissVersionWriter(versioned_folder.VersionWriter):
     def write_faiss_index(self, name: str, index: Any) -> None:
         """Write a FAISS index as file ``name`` with ``faiss.write_index``."""
 
@@ -40,7 +40,7 @@ class FaissVersionWriter(versions.VersionWriter):
         self.write_file(name, write)
 
 
-class FaissVersionReader(versions.VersionReader):
+class FaissVersionReader(versioned_folder.VersionReader):
     def read_faiss_index(self, name: str, io_flags: int = 0) -> Any:
         """The FAISS index in file ``name``, read by ``faiss.read_index`` (with ``io_flags``, such as
         ``faiss.IO_FLAG_MMAP``) once the whole file is verified."""
@@ -57,11 +57,11 @@ class FaissVersionReader(versions.VersionReader):
 
 def save_version(path: str | Path, write: Callable[[FaissVersionWriter], None], meta: dict[str, Any], **kwargs) -> str:
     """``versioned_folder.save_version`` with a writer that also writes FAISS indexes."""
-    return versions.save_version(path, write, meta, writer_type=FaissVersionWriter, **kwargs)
+    return versioned_folder.save_version(path, write, meta, writer_type=FaissVersionWriter, **kwargs)
 
 
 @contextlib.contextmanager
 def open_version(path: str | Path) -> Iterator[FaissVersionReader]:
     """``versioned_folder.open_version`` with a reader that also reads FAISS indexes."""
-    with versions.open_version(path, FaissVersionReader) as reader:
+    with versioned_folder.open_version(path, FaissVersionReader) as reader:
         yield reader

@@ -570,4 +570,4 @@ async def _to_thread(call: Callable[..., _T], *args: Any) -> _T:
     return await asyncio.to_thread(call, *args)
 
 
-__all__ = ["PgvectorMultiViewDocumentStore", "TableMismatchError"]
+__all__ = ["PgvectorMultiViewDocumentStore"]

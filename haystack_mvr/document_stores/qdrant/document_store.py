@@ -39,7 +39,7 @@ from haystack_mvr.document_stores.qdrant import (
     store_options,
     view_search,
 )
-from haystack_mvr.document_stores.qdrant.collection_state import CollectionMismatchError, CollectionState
+from haystack_mvr.document_stores.qdrant.collection_state import CollectionState
 from haystack_mvr.document_stores.qdrant.filters import QdrantFilter, convert_filters, empty_list_markers
 from haystack_mvr.document_stores.threaded_async import ThreadedAsyncMethods
 from haystack_mvr.document_stores.writes import document_id_list, prepare_documents
@@ -688,4 +688,4 @@ class QdrantMultiViewDocumentStore(ThreadedAsyncMethods):
         return self._last_seq
 
 
-__all__ = ["CollectionMismatchError", "QdrantMultiViewDocumentStore"]
+__all__ = ["QdrantMultiViewDocumentStore"]

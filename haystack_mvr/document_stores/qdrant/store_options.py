@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from haystack_mvr.document_stores.checks import check_encoder_config, check_optional_positive_int, check_positive_int
+from haystack_mvr.document_stores.checks import check_encoder_config, check_optional_positive_int
+from haystack_mvr.validation import check_positive_int
 
 
 def check_options(

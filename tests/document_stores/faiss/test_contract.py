@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 from haystack_mvr.testing import (
     MultiViewExportTests,

@@ -10,8 +10,8 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.compiled_filters import reads_only_meta
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.document_table import DocumentTable, document_line
 from haystack_mvr.views import SPANS_KEY, attach_views
 

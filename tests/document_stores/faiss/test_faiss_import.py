@@ -14,7 +14,7 @@ def test_a_missing_faiss_names_the_extras_to_install():
     code = (
         "import sys; sys.modules['faiss'] = None\n"  # what Python does for a module that cannot be imported
         "try:\n"
-        "    from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
+        "    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore\n"
         "except ImportError as e:\n"
         "    print(e)\n"
     )
@@ -25,9 +25,10 @@ def test_a_missing_faiss_names_the_extras_to_install():
 def test_the_package_and_the_qdrant_store_import_without_faiss():
     code = (
         "import sys; sys.modules['faiss'] = None\n"
-        "import haystack_mvr.document_stores as stores\n"
+        "import haystack_mvr.document_stores\n"
         "from haystack_mvr.components.retrievers import MultiViewRetriever\n"
-        "print(stores.QdrantMultiViewDocumentStore.__name__, MultiViewRetriever.__name__)\n"
+        "from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore\n"
+        "print(QdrantMultiViewDocumentStore.__name__, MultiViewRetriever.__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["QdrantMultiViewDocumentStore", "MultiViewRetriever"]

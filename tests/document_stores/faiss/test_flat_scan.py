@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.flat_scan import _COARSE_AFTER, _COARSE_ROWS, DocumentScan
 from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
 from haystack_mvr.views import VIEWS_KEY

@@ -22,8 +22,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import gpu_index
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore, gpu_index
 from haystack_mvr.document_stores.faiss.faiss_import import faiss
 from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 from haystack_mvr.testing import (

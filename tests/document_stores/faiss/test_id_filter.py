@@ -9,9 +9,8 @@ from haystack import Document
 from haystack.errors import FilterError
 from haystack.utils.filters import document_matches_filter
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.compiled_filters import id_filter_members
-from haystack_mvr.document_stores.faiss import document_table
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore, document_table
 from haystack_mvr.views import attach_views
 
 IDS = ["a", "b", "2024-01-01", "2024-01-01T00:00:00", "c", "x" * 3, "2024-02-30"]

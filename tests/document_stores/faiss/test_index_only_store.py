@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.index_family import reconstruct_rotated
 from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS, labels_of
 from haystack_mvr.views import attach_views, document_views

@@ -13,7 +13,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import VIEWS_KEY, attach_views
 
 

@@ -10,7 +10,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.faiss.view_index import ViewIndex
 from haystack_mvr.document_stores.faiss.view_labels import MAX_VIEWS
 from haystack_mvr.views import VIEWS_KEY

@@ -10,8 +10,7 @@ import pytest
 from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import index_versions, persistence
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore, index_versions, persistence
 from haystack_mvr.document_stores.versioned_folder import saving
 from haystack_mvr.views import attach_views
 

@@ -9,7 +9,7 @@ from haystack import Document
 from haystack.document_stores.errors import DocumentStoreError
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.versioned_folder import current_version, pointer
 from haystack_mvr.views import ENCODER_KEY, VIEWS_KEY
 

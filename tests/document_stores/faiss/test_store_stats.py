@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, StoreStats
+from haystack_mvr.document_stores import StoreStats
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.views import attach_views
 
 

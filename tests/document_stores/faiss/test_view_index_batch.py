@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from haystack import Document
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
-from haystack_mvr.document_stores.faiss import flat_scan
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore, flat_scan
 from haystack_mvr.document_stores.faiss.flat_scan import flat_top_k
 from haystack_mvr.document_stores.faiss.view_labels import VIEW_BITS
 from haystack_mvr.document_stores.faiss.view_search import distinct_documents

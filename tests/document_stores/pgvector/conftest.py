@@ -82,7 +82,7 @@ def new_table_name() -> str:
 def make_store(pg_uri):
     """``make_store(**options)``: a store on the session's server, on a fresh table unless ``table_name`` is given;
     its tables are dropped and its connections closed after the test."""
-    from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+    from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
 
     made = []
 

@@ -26,8 +26,12 @@ from haystack.utils import Secret  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore, StoreStats  # noqa: E402
-from haystack_mvr.document_stores.pgvector import ConnectionLostError, TableMismatchError  # noqa: E402
+from haystack_mvr.document_stores import StoreStats  # noqa: E402
+from haystack_mvr.document_stores.pgvector import (  # noqa: E402
+    ConnectionLostError,
+    PgvectorMultiViewDocumentStore,
+    TableMismatchError,
+)
 from haystack_mvr.views import ENCODER_KEY, attach_views  # noqa: E402
 
 

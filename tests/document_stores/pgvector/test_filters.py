@@ -21,7 +21,7 @@ from haystack.errors import FilterError  # noqa: E402
 from haystack.utils import Secret  # noqa: E402
 from haystack.utils.filters import document_matches_filter  # noqa: E402
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore  # noqa: E402
 from haystack_mvr.document_stores.pgvector.filters import convert_filters  # noqa: E402
 
 from .conftest import drop_tables, new_table_name  # noqa: E402

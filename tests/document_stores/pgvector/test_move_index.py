@@ -46,7 +46,7 @@ def _documents(encoder: dict | None = None) -> list[Document]:
 
 def test_faiss_to_pgvector_to_faiss(tmp_path, move_index, capsys, pg_uri):
     pytest.importorskip("faiss")
-    from haystack_mvr.document_stores import FaissMultiViewDocumentStore
+    from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 
     original = FaissMultiViewDocumentStore(index_factory="Flat")
     original.write_documents(_documents())
@@ -69,7 +69,7 @@ def test_faiss_to_pgvector_to_faiss(tmp_path, move_index, capsys, pg_uri):
 
 def test_qdrant_to_pgvector_with_token_views(tmp_path, move_index, capsys, pg_uri):
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     source = QdrantMultiViewDocumentStore(path=str(tmp_path / "qdrant"), index="moved")
     late = {"model": "tiny-colbert", "mode": "late_interaction"}

@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 from haystack import Document, Pipeline  # noqa: E402
 
 from haystack_mvr.components.retrievers import MultiViewRetriever  # noqa: E402
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore  # noqa: E402
 from haystack_mvr.views import ENCODER_KEY, MATCHED_TEXT_KEY, PackedViews, attach_views  # noqa: E402
 
 from .conftest import drop_tables, new_table_name  # noqa: E402

@@ -32,7 +32,7 @@ PRELUDE = textwrap.dedent(
     import numpy as np
     from haystack import Document
     from haystack.document_stores.types import DuplicatePolicy
-    from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore
+    from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore
     from haystack_mvr.views import attach_views
 
     store = PgvectorMultiViewDocumentStore(table_name=sys.argv[1])

@@ -24,7 +24,7 @@ from pathlib import Path  # noqa: E402
 import psutil  # noqa: E402
 from haystack.utils import Secret  # noqa: E402
 
-from haystack_mvr.document_stores import PgvectorMultiViewDocumentStore  # noqa: E402
+from haystack_mvr.document_stores.pgvector import PgvectorMultiViewDocumentStore  # noqa: E402
 
 from .conftest import start_server  # noqa: E402
 from .test_processes import _child, _whole  # noqa: E402

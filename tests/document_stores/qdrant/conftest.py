@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(params=["memory", "path"])
 def store(request, tmp_path):
     pytest.importorskip("qdrant_client")
-    from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
     if request.param == "memory":
         s = QdrantMultiViewDocumentStore(location=":memory:")

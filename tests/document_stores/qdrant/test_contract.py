@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.testing import (
     MultiViewExportTests,
     MultiViewHaystackAsyncTests,

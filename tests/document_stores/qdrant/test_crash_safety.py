@@ -19,7 +19,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.views import ENCODER_KEY, attach_views, document_views
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")

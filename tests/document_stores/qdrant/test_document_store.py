@@ -14,8 +14,8 @@ from haystack.utils import Secret
 pytest.importorskip("qdrant_client")
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
-from haystack_mvr.document_stores.qdrant import converters
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore, converters
 from haystack_mvr.document_stores.types import MultiViewDocumentStore
 from haystack_mvr.views import (
     ENCODER_KEY,
@@ -422,9 +422,10 @@ def test_package_imports_without_qdrant_client():
 
     code = (
         "import sys; sys.modules['qdrant_client'] = None\n"
-        "import haystack_mvr.document_stores as ds\n"
-        "assert ds.FaissMultiViewDocumentStore\n"
-        "try:\n    ds.QdrantMultiViewDocumentStore\nexcept ImportError as e:\n    print(e)\n"
+        "import haystack_mvr.document_stores\n"
+        "from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore\n"
+        "try:\n    from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore\n"
+        "except ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 'pip install "haystack-mvr[qdrant]"' in out

@@ -19,7 +19,8 @@ from haystack.utils.filters import document_matches_filter
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 
 #: Stored value kinds (20): the key of each is ``v_<kind>``.
 STORED = {

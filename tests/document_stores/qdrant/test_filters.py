@@ -10,7 +10,7 @@ from haystack.utils.filters import document_matches_filter
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.document_stores.qdrant.filters import convert_filters
 
 NUMBERS = [-3, -1, 0, 1, 2, 2.0, 2.5, 7, 100]

@@ -14,8 +14,7 @@ from haystack import Document
 
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
-from haystack_mvr.document_stores.qdrant import converters
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore, converters
 from haystack_mvr.document_stores.qdrant.point_writes import MAX_REQUEST_FLOATS, request_batches
 from haystack_mvr.document_stores.writes import prepare_document
 from haystack_mvr.views import (

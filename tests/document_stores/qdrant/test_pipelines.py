@@ -13,7 +13,8 @@ from haystack_mvr.components.embedders import MultiViewDocumentEmbedder, MultiVi
 from haystack_mvr.components.joiners import add_fusion_joiner
 from haystack_mvr.components.readers import FusionInDecoderReader
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.views import MATCHED_KEYS
 
 DOCS = [

@@ -15,8 +15,7 @@ from haystack.document_stores.types import DuplicatePolicy
 qe = pytest.importorskip("qdrant_edge")
 pytest.importorskip("qdrant_client")
 
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore  # noqa: E402
-from haystack_mvr.document_stores.qdrant import converters  # noqa: E402
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore, converters  # noqa: E402
 from haystack_mvr.document_stores.writes import prepare_document  # noqa: E402
 from haystack_mvr.views import attach_views  # noqa: E402
 

@@ -23,7 +23,8 @@ pytest.importorskip("qdrant_client")
 
 from qdrant_client.http import models
 
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore, QdrantMultiViewDocumentStore
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
+from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
 from haystack_mvr.document_stores.qdrant.filters import convert_filters
 
 DOCS = [Document(id="hit", content="a", meta={'a"b': 1}), Document(id="miss", content="b", meta={'a"b': 2})]

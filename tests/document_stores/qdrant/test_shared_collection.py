@@ -25,8 +25,7 @@ pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient
 
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
-from haystack_mvr.document_stores.qdrant.document_store import CollectionMismatchError
+from haystack_mvr.document_stores.qdrant import CollectionMismatchError, QdrantMultiViewDocumentStore
 from haystack_mvr.testing import MultiViewInputTests, MultiViewSearchBatchTests, MultiViewSearchTests
 from haystack_mvr.views import ENCODER_KEY, MATCHED_VIEW_KEY, attach_views
 
@@ -299,7 +298,7 @@ def test_a_forked_child_is_refused_and_leaves_the_parents_folder_lock_alone(fold
         f"""
         import os, sys
         from haystack import Document
-        from haystack_mvr.document_stores import QdrantMultiViewDocumentStore
+        from haystack_mvr.document_stores.qdrant import QdrantMultiViewDocumentStore
         store = QdrantMultiViewDocumentStore(path={folder!r})
         store.write_documents([Document(id="parent", content="x", embedding=[1.0, 0.0])])
         pid = os.fork()

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from haystack.document_stores.errors import DocumentStoreError
 
+from haystack_mvr.document_stores import versioned_folder
 from haystack_mvr.document_stores.faiss.index_versions import FaissVersionWriter as VersionWriter
 from haystack_mvr.document_stores.faiss.index_versions import open_version, save_version
 from haystack_mvr.document_stores.versioned_folder import current_version, pointer, saving
-from haystack_mvr.document_stores.versioned_folder import versions as vd
 
 DOCS = b'{"id": "a", "content": "hello"}\n{"id": "b", "content": "world"}\n'
 
@@ -427,7 +427,8 @@ def test_threads_saving_and_loading_concurrently(tmp_path):
 
 
 def test_internal_names_match_the_docs():
-    assert vd.POINTER == "CURRENT" and vd.MANIFEST == "manifest.json" and vd.LOCK == ".lock"
+    assert versioned_folder.POINTER == "CURRENT" and versioned_folder.MANIFEST == "manifest.json"
+    assert versioned_folder.LOCK == ".lock"
 
 
 # ------------------------------------------------------------------------------------------- blocks and failures
@@ -550,7 +551,7 @@ def test_a_store_of_the_previous_layout_is_refused_then_replaced_by_a_save(tmp_p
     (old / "manifest.json").write_text('{"format_version": 1, "checksums": {"index.faiss": "ab"}}')
     (old / "index.faiss").write_bytes(b"old")
     (tmp_path / "CURRENT").write_text(old.name)
-    with pytest.raises(vd.UnsupportedFormatError, match="older haystack-mvr"):
+    with pytest.raises(versioned_folder.UnsupportedFormatError, match="older haystack-mvr"):
         _load(tmp_path)
     name = _save(tmp_path)
     assert sorted(os.listdir(tmp_path)) == [".lock", ".readers", "CURRENT", name]
@@ -630,7 +631,7 @@ def test_importing_the_faiss_store_without_fcntl_works_and_registers_no_fork_hoo
         "sys.modules['fcntl'] = None\n"  # what Python does for a module that cannot be imported
         "from haystack import Document\n"
         "from haystack.document_stores.errors import DocumentStoreError\n"
-        "from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
+        "from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore\n"
         "print('hooks after import', ours())\n"
         "store = FaissMultiViewDocumentStore()\n"
         "store.write_documents([Document(id='a', content='x', embedding=[1.0, 0.0]),\n"
@@ -656,17 +657,18 @@ def test_importing_the_faiss_store_without_fcntl_works_and_registers_no_fork_hoo
 
 def test_the_fork_hook_is_registered_once_at_the_first_save_or_open(tmp_path):
     out = _run(
-        "from haystack_mvr.document_stores import FaissMultiViewDocumentStore\n"
-        "from haystack_mvr.document_stores.versioned_folder import versions as vd\n"
-        "assert 'fcntl' not in vars(vd)\n"
+        "from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore\n"
+        "from haystack_mvr.document_stores import versioned_folder\n"
+        "assert 'fcntl' not in vars(versioned_folder)\n"
         "print(len(ours()))\n"
         "barrier = threading.Barrier(4)\n"
         "def save(i):\n"
         "    barrier.wait()\n"
-        f"    vd.save_version({str(tmp_path)!r} + f'/s{{i}}', lambda w: w.write_bytes('a', b'x'), {{}})\n"
+        f"    versioned_folder.save_version({str(tmp_path)!r} + f'/s{{i}}',"
+        " lambda w: w.write_bytes('a', b'x'), {})\n"
         "threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]\n"
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
-        "with vd.open_version(" + repr(str(tmp_path / "s0")) + ") as v:\n"
+        "with versioned_folder.open_version(" + repr(str(tmp_path / "s0")) + ") as v:\n"
         "    print(v.read_bytes('a').decode())\n"
         "print(ours())\n"
     )

