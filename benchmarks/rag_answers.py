@@ -254,6 +254,21 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]], against_
     return out
 
 
+def reader_claims(predictions, against_predictions, answers, against_name: str) -> list[dict]:
+    """The paired EM differences of one reader against another, row by row, on the same questions."""
+    out = []
+    for key, values in predictions.items():
+        if key in against_predictions:
+            em_a, _ = question_scores(values, answers)
+            em_b, _ = question_scores(against_predictions[key], answers)
+            d = paired_difference([100 * x for x in em_a], [100 * x for x in em_b])
+            out.append(
+                {"row": key, "against": f"{key} ({against_name})", "asked": "against " + against_name,
+                 "difference": d.mean, "low": d.low, "high": d.high}
+            )  # fmt: skip
+    return out
+
+
 def reader_entry(model: str, predictions: dict[str, list[str]], latency: dict, answers, against=None) -> dict:
     """One reader's part of the results: what it is, its table, latency, the claims and its answers."""
     return {
@@ -306,7 +321,10 @@ def main() -> None:
         help="A merged generative reader folder, served here by generative_reader_pipeline.",
     )
     parser.add_argument(
-        "--reader", default=None, help="'shipped' or a generative reader folder, read by GenerativeReader."
+        "--reader",
+        nargs="+",
+        default=None,
+        help="'shipped' or generative reader folders (GenerativeReader); each later one is paired with the first.",
     )
     parser.add_argument("--precision", nargs="+", default=["auto"], help="With --reader: one entry per precision.")
     parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
@@ -338,12 +356,17 @@ def main() -> None:
         predictions, latency = pipeline_answers(args.generative, questions, contexts, texts, rows)
         model = f"{args.generative} through generative_reader_pipeline, fp32, {args.threads} thread(s)"
         readers["generative (Haystack pipeline, CPU)"] = reader_entry(model, predictions, latency, answers)
-    for precision in args.precision if args.reader else []:
-        predictions, latency = reader_answers(args.reader, precision, questions, contexts, texts, rows)
-        model = f"{args.reader} through GenerativeReader, {precision}, {args.threads} thread(s)"
-        readers[f"generative reader ({args.reader}, {precision})"] = reader_entry(
-            model, predictions, latency, answers, args.against
-        )
+    first = None
+    for folder in args.reader or []:
+        for precision in args.precision:
+            predictions, latency = reader_answers(folder, precision, questions, contexts, texts, rows)
+            model = f"{folder} through GenerativeReader, {precision}, {args.threads} thread(s)"
+            entry = reader_entry(model, predictions, latency, answers, args.against)
+            if first is None:
+                first = (folder, precision, predictions)
+            elif (folder, precision) != first[:2]:
+                entry["claims"] += reader_claims(predictions, first[2], answers, f"{first[0]}, {first[1]}")
+            readers[f"generative reader ({folder}, {precision})"] = entry
     if args.extractive:
         predictions, latency = extractive_answers(args.extractive, questions, contexts, texts, rows)
         model = f"{args.extractive} (Haystack TransformersExtractiveReader, 256-token windows, stride 64)"

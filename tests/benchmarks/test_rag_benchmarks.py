@@ -88,3 +88,15 @@ def test_an_asked_row_is_any_row_the_contexts_hold_and_an_unknown_one_is_refused
     assert asked_row("gold ceiling @ whole", contexts) == ("gold ceiling", "whole")
     with pytest.raises(SystemExit, match=r"no such row.*builder after hybrid @ 128"):
         asked_row("builder after hybrid @ 999", contexts)
+
+
+def test_a_second_reader_is_paired_with_the_first_row_by_row():
+    from benchmarks.rag_answers import reader_claims
+
+    answers = [["a"], ["b"], ["c"], ["d"]]
+    first = {"builder after hybrid @ 256": ["a", "x", "x", "x"], "gold ceiling @ 256": ["a", "b", "c", "d"]}
+    second = {"builder after hybrid @ 256": ["a", "b", "c", "x"], "chunks @ 256": ["a", "b", "c", "d"]}
+    found = reader_claims(second, first, answers, "shipped, auto")
+    assert [c["row"] for c in found] == ["builder after hybrid @ 256"]  # rows only one reader read are not paired
+    assert found[0]["difference"] == pytest.approx(50.0) and found[0]["low"] <= 50.0 <= found[0]["high"]
+    assert found[0]["against"] == "builder after hybrid @ 256 (shipped, auto)"
