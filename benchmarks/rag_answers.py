@@ -330,6 +330,13 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", default=None, help="Only these rows ('name @ budget').")
     parser.add_argument("--contexts", type=Path, default=None, help="Another contexts file in rag_context's format.")
     parser.add_argument("--against", default=None, help="Paired EM differences of every row against this one.")
+    parser.add_argument(
+        "--paired-with",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="Earlier rag_answers results files of the same questions: each reader here is paired with theirs.",
+    )
     parser.add_argument("--export-prompts", type=Path, default=None, help="Write the generative reader's inputs.")
     parser.add_argument("--tiers", nargs="+", default=list(TIERS), help="With --export-prompts.")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
@@ -382,6 +389,14 @@ def main() -> None:
         model = args.generative_model or saved_predictions.get("model", str(args.generative_predictions))
         latency = saved_predictions.get("latency_ms", {})
         readers["generative"] = reader_entry(model, predictions, latency, answers)
+    for path in args.paired_with:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        if earlier.get("question_ids") != [q.id for q in questions]:
+            raise SystemExit(f"--paired-with {path}: its questions are not this run's ({earlier.get('tier')}).")
+        for entry in readers.values():
+            for name, other in earlier["readers"].items():
+                against = f"{name} in {path.stem}"
+                entry["claims"] += reader_claims(entry["predictions"], other["predictions"], answers, against)
     payload = {
         "tier": args.tier,
         "questions": len(questions),
@@ -400,7 +415,7 @@ def main() -> None:
                 else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
             )
             for k, v in vars(args).items()
-            if v not in (None, False) and k not in ("cache_dir", "tiers", "threads") and v != ["auto"]
+            if v not in (None, False, []) and k not in ("cache_dir", "tiers", "threads") and v != ["auto"]
         ),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
         "tokens": tokens_per_question(contexts, texts, rows, counter),

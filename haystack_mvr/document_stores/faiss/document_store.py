@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 from haystack import Document, default_from_dict, default_to_dict
-from haystack.core.serialization import generate_qualified_class_name
 from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy
 
@@ -47,6 +46,7 @@ from haystack_mvr.document_stores.writes import (
     json_meta,
     repeated_in_batch_message,
 )
+from haystack_mvr.moved_paths import upgraded
 from haystack_mvr.views import (
     ENCODER_KEY,
     SPANS_KEY,
@@ -58,8 +58,6 @@ from haystack_mvr.views import (
 )
 
 logger = logging.getLogger(__name__)
-
-_TYPE_BEFORE_THE_MOVE = "haystack_mvr.document_stores.faiss_multi_view_document_store.FaissMultiViewDocumentStore"
 
 
 class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
@@ -193,9 +191,7 @@ class FaissMultiViewDocumentStore(FilterQueries, ThreadedAsyncMethods):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FaissMultiViewDocumentStore:
-        if data.get("type") == _TYPE_BEFORE_THE_MOVE:  # a pipeline saved before the store moved into faiss/
-            data = {**data, "type": generate_qualified_class_name(cls)}
-        return default_from_dict(cls, data)
+        return default_from_dict(cls, upgraded(data))
 
     def _ensure_loaded(self) -> None:
         """Load ``index_path`` on first use, under the lock: readers wait for it, writers never race it."""
