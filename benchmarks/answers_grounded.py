@@ -4,13 +4,14 @@ lacks the gold paragraph.
 
     python -m benchmarks.answers_grounded --questions 150 --threads 1      # about 7 min at 1 thread, index built
     python -m benchmarks.answers_grounded --index-dir runs/quickstart-index --questions 150 --threads 1
+    python -m benchmarks.answers_grounded --reader runs/reader-cpu2 --name squad-mv.reader-cpu2   # another reader
 
 Context: squad-mv dev questions (``split_by_article``; a fixed sample, seed 0, as benchmarks/rag_answers.py draws
 it), the snippet multi-view retriever's top 10 over the 2,067 paragraphs (all-MiniLM-L6-v2, snippet mode, the
 quickstart's index: reused from --index-dir when it was built from the same corpus and model, else encoded and saved
 there), then ``MultiViewContextBuilder(budget_tokens=B)`` counting MiniLM's WordPiece tokens, as
-benchmarks/rag_context.py builds its contexts. Reader: ``GenerativeReader()``, the shipped reader, at ``auto``
-precision. The ungrounded answer is the text it generated (``meta["mvr_generated"]``, what ``generate_answers``
+benchmarks/rag_context.py builds its contexts. Reader: ``GenerativeReader()``, the shipped reader (or ``--reader``), at
+``auto`` precision. The ungrounded answer is the text it generated (``meta["mvr_generated"]``, what ``generate_answers``
 returns); the grounded one is ``answer.data``, a span of a piece. Both come from one run, so their difference is
 paired by question.
 
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-gold", action=argparse.BooleanOptionalAction, default=True, help="Also read contexts "
                         "without the gold paragraph.")  # fmt: skip
+    parser.add_argument("--reader", default=None, help="A generative reader folder (default: the shipped reader).")
     parser.add_argument("--name", default="squad-mv")
     args = parser.parse_args()
 
@@ -135,7 +137,7 @@ def main() -> None:
     retrieval.connect("query_embedder.encoder", "retriever.encoder")
     builder = MultiViewContextBuilder(document_store=store, budget_tokens=args.budget_tokens, tokenizer=model)
     builder.warm_up()
-    reader = GenerativeReader()
+    reader = GenerativeReader(model=args.reader)
     reader.warm_up()
     lm, tokenizer = reader._reader  # type: ignore[misc]
 
@@ -197,6 +199,7 @@ def _record(q, answers, pieces) -> dict[str, Any]:
         "match": meta.get("mvr_match", 0.0),
         "gold_in_context": any(a.lower() in text for a in q.answers),
         "from_gold_piece": bool(answer) and meta.get("mvr_document_id") == q.positive_id,
+        "abstained": answer is None,
     }
 
 
@@ -283,6 +286,9 @@ def summarize(records, no_gold, grounded_ms, plain_ms, args) -> dict[str, Any]:
         "f1_difference": [round(100 * x, 1) for x in (f1.mean, f1.low, f1.high)],
         "changed_by_snapping_pct": round(100 * statistics.fmean(r["generated"] != r["grounded"] for r in records), 1),
         "gold_in_context_pct": mean("gold_in_context"),
+        "reader": args.reader or "shipped",
+        "abstained_pct": mean("abstained"),
+        "no_gold_abstained_pct": mean("abstained", no_gold) if no_gold else None,
         "precision_at_coverage": coverage,
         "no_gold": abstain,
         "reader_ms_median": round(statistics.median(grounded_ms), 1),
@@ -296,8 +302,14 @@ def markdown(p: dict[str, Any]) -> str:
     lines = [
         f"# Grounded answers: squad-mv dev, {p['questions']} questions, {p['budget_tokens']} built tokens",
         "",
-        "Written by `python -m benchmarks.answers_grounded` (see its docstring). Shipped generative reader; "
-        "multi-view top 10, then `MultiViewContextBuilder`.",
+        "Written by `python -m benchmarks.answers_grounded` (see its docstring). Generative reader: "
+        f"{p.get('reader', 'shipped')}; multi-view top 10, then `MultiViewContextBuilder`. It abstained (no answer) "
+        f"on {p.get('abstained_pct', 0.0)}% of the questions"
+        + (
+            f" and on {p['no_gold_abstained_pct']}% of the contexts without the gold paragraph."
+            if p.get("no_gold_abstained_pct") is not None
+            else "."
+        ),
         "",
         f"Machine: {p['machine']}; load average {p['load_average'][0]} at the start, "
         f"{' / '.join(map(str, p['load_average'][1:]))} (1 / 5 / 15 min) at the end.",
