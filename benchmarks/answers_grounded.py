@@ -15,12 +15,9 @@ benchmarks/rag_context.py builds its contexts. Reader: ``GenerativeReader()``, t
 returns); the grounded one is ``answer.data``, a span of a piece. Both come from one run, so their difference is
 paired by question.
 
-Means of grounding compared: snapping (what the reader does), and re-scoring candidate spans with the model: on the
-questions whose generated text is not in a passage as it is (snap match below 1), up to 8 candidate spans (the
-contiguous word spans sharing words with the generated text, best F1 first) are each read after the prompt and the
-one the model gives the highest mean token log-probability (and end-of-turn) is kept (``rescored``); the ``rescored
-x F1`` variant weights that probability by the candidate's F1. Decoding constrained to the passages' token
-sequences is not measured here.
+Means of grounding: snapping (what the reader does) against re-scoring candidate spans with the model was measured
+by this script up to commit 1c10b69 (``means_on_inexact`` in answers_grounded.squad-mv.json as of then): re-scoring
+won nothing, and snapping costs no model call, so the question is settled and that part is gone.
 
 Scores compared for abstaining: ``score`` (the reader's: the span's geometric-mean token probability times the
 snap's match), ``probability`` alone and ``match`` alone. Precision at X% coverage: EM over the X% of questions with
@@ -159,9 +156,6 @@ def main() -> None:
                              max_new_tokens=reader.max_new_tokens, max_length=reader.max_prompt_tokens)  # fmt: skip
             plain_ms.append(1000 * (time.perf_counter() - start))
         record = _record(q, answers, pieces)
-        if answers and answers[0].meta["mvr_match"] < 1.0:
-            read = [p.content for p in pieces]
-            record.update(_rescored(lm, tokenizer, q, read, answers[0].meta["mvr_generated"], reader.max_prompt_tokens))
         records.append(record)
         if args.no_gold:
             others = [d for d in candidates if d.id != q.positive_id]
@@ -203,56 +197,6 @@ def _record(q, answers, pieces) -> dict[str, Any]:
     }
 
 
-def span_candidates(answer: str, passages: list[str], k: int = 8) -> list[tuple[str, float]]:
-    """Up to ``k`` contiguous word spans of ``passages`` that share words with ``answer``, best F1 first."""
-    from collections import Counter
-
-    from haystack_mvr.readers.answer_span import answer_tokens
-
-    wanted = Counter(w for w, _, _ in answer_tokens(answer))
-    n = sum(wanted.values())
-    found: dict[str, float] = {}
-    for passage in passages:
-        words = answer_tokens(passage)
-        for i, (first, start, _) in enumerate(words):
-            if first not in wanted:
-                continue
-            seen: Counter[str] = Counter()
-            common = 0
-            for j in range(i, min(len(words), i + 3 * n + 2)):
-                word, _, end = words[j]
-                seen[word] += 1
-                common += seen[word] <= wanted[word]
-                if word in wanted:
-                    text = passage[start:end]
-                    found[text] = max(found.get(text, 0.0), 2 * common / (j - i + 1 + n))
-    return sorted(found.items(), key=lambda kv: -kv[1])[:k]
-
-
-def _rescored(model, tokenizer, q, passages: list[str], generated: str, max_length: int) -> dict[str, Any]:
-    """EM of the candidate span the model scores highest (alone, and times its F1) after the reader's prompt."""
-    import torch
-
-    from haystack_mvr.readers.generative_model import end_of_turn_id, fitted_prompt_ids
-
-    read, prompt = fitted_prompt_ids(tokenizer, q.question, passages, max_length)
-    candidates = span_candidates(generated, read)
-    if not candidates:
-        return {}
-    end = end_of_turn_id(tokenizer)
-    scored = []
-    with torch.inference_mode():
-        for text, f1 in candidates:
-            ids = [*tokenizer(text, add_special_tokens=False)["input_ids"], end]
-            logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
-            logprob = float(logits.float().log_softmax(-1)[torch.arange(len(ids)), torch.tensor(ids)].mean())
-            scored.append((logprob, f1, text))
-    alone = max(scored)[2]
-    weighted = max(scored, key=lambda c: math.exp(c[0]) * c[1])[2]
-    em = question_scores([alone, weighted], [q.answers, q.answers])[0]
-    return {"rescored": alone, "em_rescored": em[0], "rescored_f1": weighted, "em_rescored_f1": em[1]}
-
-
 def summarize(records, no_gold, grounded_ms, plain_ms, args) -> dict[str, Any]:
     def mean(key: str, rows=records) -> float:
         return round(100 * statistics.fmean(r[key] for r in rows), 1)
@@ -269,14 +213,8 @@ def summarize(records, no_gold, grounded_ms, plain_ms, args) -> dict[str, Any]:
                 "no_gold_answered_pct": round(100 * statistics.fmean(r[s] >= cut for r in no_gold), 1),
                 "no_gold_em": mean("em_grounded", no_gold),
             }
-    inexact = [r for r in records if "em_rescored" in r]
-    means = {"questions": len(inexact)}
-    if inexact:
-        for key in ("em_grounded", "em_generated", "em_rescored", "em_rescored_f1"):
-            means[key] = round(100 * statistics.fmean(r[key] for r in inexact), 1)
     return {
         "questions": len(records),
-        "means_on_inexact": means,
         "budget_tokens": args.budget_tokens,
         "em_generated": mean("em_generated"),
         "em_grounded": mean("em_grounded"),
@@ -323,12 +261,6 @@ def markdown(p: dict[str, Any]) -> str:
         f"{p['em_difference'][2]}], F1 {p['f1_difference'][0]} [{p['f1_difference'][1]}, {p['f1_difference'][2]}]; "
         f"snapping changed {p['changed_by_snapping_pct']}% of the answers. The gold answer is in the context for "
         f"{p['gold_in_context_pct']}% of the questions.",
-        "",
-        f"Means of grounding, on the {p['means_on_inexact']['questions']} questions whose generated text is not in a "
-        f"passage as it is (EM): snapped {p['means_on_inexact'].get('em_grounded')}, as generated "
-        f"{p['means_on_inexact'].get('em_generated')}, the candidate span the model scores highest "
-        f"{p['means_on_inexact'].get('em_rescored')} (times its F1: {p['means_on_inexact'].get('em_rescored_f1')}). "
-        "Snapping costs no model call; re-scoring one forward pass of the prompt per candidate.",
         "",
         "Precision (EM of the answered questions) at each coverage, answers ranked by each score:",
         "",
