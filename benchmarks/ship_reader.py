@@ -47,6 +47,17 @@ def dev_scores(paths: list[Path]) -> dict:
     return out
 
 
+def _continued(previous: dict | None) -> list[str]:
+    if not previous:
+        return []
+    t = previous["training"]
+    return [
+        f"- trained further from the adapter shipped before it, {previous['name']} (SHA-256 "
+        f"`{previous['adapter_sha256']}`: {t['steps']} steps of {t['batch_size']} examples of at most "
+        f"{t['max_length']} tokens; {previous['examples']})"
+    ]
+
+
 def model_card(record: dict) -> str:
     training = record["training"]
     lines = [
@@ -72,6 +83,7 @@ def model_card(record: dict) -> str:
         "## Training",
         "",
         f"- data: {record['examples']}",
+        *_continued(record.get("continued_from")),
         f"- {training['steps']} steps of {training['batch_size']} examples ({training['epochs']} epochs of "
         f"{training['examples']} examples), learning rate {training['learning_rate']} (linear decay after a "
         f"10% warm-up), at most {training['max_length']} tokens an example, {training['precision']}",
@@ -103,6 +115,11 @@ def main() -> None:
     from haystack_mvr.readers.shipped import file_sha256
 
     training = json.loads((args.adapter / "reader_training.json").read_text(encoding="utf-8"))
+    continued_from = None
+    if training.get("init_adapter") and Path(training["init_adapter"]).resolve() == TARGET.resolve():
+        shipped = json.loads((TARGET / "reader.json").read_text(encoding="utf-8"))  # before it is replaced
+        continued_from = {k: shipped[k] for k in ("name", "adapter_sha256", "examples")}
+        continued_from["training"] = {k: shipped["training"].get(k) for k in ("steps", "batch_size", "max_length")}
     TARGET.mkdir(parents=True, exist_ok=True)
     for name in ("adapter_config.json", "reader_training.json"):  # the latter: the end-of-turn id it learned
         shutil.copyfile(args.adapter / name, TARGET / name)
@@ -122,6 +139,7 @@ def main() -> None:
         "examples": args.examples,
         "training": {k: v for k, v in training.items() if k not in ("base", "merged", "examples_file")},
         "hardware": args.hardware,
+        "continued_from": continued_from,
         "dev_scores": dev_scores(args.dev_scores),
         "written": utc_now(),
     }
