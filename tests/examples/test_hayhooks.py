@@ -359,3 +359,31 @@ def test_the_packaged_minilm_deploy_finds_the_vistula(minilm, tmp_path):
             assert documents(body)[0]["meta"]["mvr_matched_text"] == "It lies on the Vistula.", body
     finally:
         server.stop()
+
+
+def test_run_api_answers_as_run_api_async_which_hayhooks_serves(tiny_backbone, tmp_path, monkeypatch):
+    """Hayhooks serves ``run_api_async`` (the server tests above go through it); ``run_api`` gives the same
+    documents and the same 422s."""
+    import asyncio
+
+    from fastapi import HTTPException
+
+    module = wrapper_module()
+    monkeypatch.setenv("MVR_MODEL", str(tiny_backbone))
+    monkeypatch.setenv("MVR_INDEX_DIR", build_index(str(tiny_backbone), tmp_path / "index"))
+    wrapper = module.PipelineWrapper()
+    wrapper.setup()
+    question = "Which river does Warsaw lie on?"
+    title = {"field": "meta.title", "operator": "==", "value": "Kraków"}
+    for kwargs in ({"top_k": 2}, {"top_k": 2, "filters": title}):
+        sync = wrapper.run_api(question, **kwargs)
+        async_ = asyncio.run(wrapper.run_api_async(question, **kwargs))
+        assert [(d["id"], d["score"]) for d in sync] == [(d["id"], d["score"]) for d in async_]
+        assert len(sync) == (1 if "filters" in kwargs else 2)
+    for kwargs in ({"top_k": 0}, {"top_k": 101}, {"filters": {"field": "meta.title", "value": "x"}}):
+        with pytest.raises(HTTPException) as sync_error:
+            wrapper.run_api(question, **kwargs)
+        with pytest.raises(HTTPException) as async_error:
+            asyncio.run(wrapper.run_api_async(question, **kwargs))
+        assert sync_error.value.status_code == async_error.value.status_code == 422
+        assert sync_error.value.detail == async_error.value.detail

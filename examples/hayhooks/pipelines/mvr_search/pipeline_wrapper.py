@@ -18,12 +18,13 @@ Settings (environment variables, or a ``.env`` file in the folder ``hayhooks run
   but by YAML pipelines with haystack-mvr components such as ``../mvr_search_yaml.yml``: Hayhooks keeps Haystack's
   allowlist as it is, and without the setting such a file is skipped (``0/1 pipelines deployed``; the log says why).
 
-``setup`` warms the pipeline up (the model and the index are loaded before the first request). A request the caller
-got wrong (an empty query, ``top_k`` not an integer from 1 to 100, a malformed filter, a query over 4,096 characters)
-is answered ``422`` with the reason, at most 500 characters of it (an error never echoes a long query or filter back);
-the server's own failures stay ``500``. A query over the limit is cut to its first 200 characters by the request's
-validation, before Hayhooks logs the request, and refused. Importing this module also bounds what the server's log
-shows of any request (Hayhooks logs every request's parameters at INFO): each parameter at most 200 characters, for
+``setup`` warms the pipeline up (the model and the index are loaded before the first request). Hayhooks serves
+``run_api_async`` (the pipeline's ``run_async``); ``run_api`` answers alike. A request the caller got wrong (an empty
+query, ``top_k`` not an integer from 1 to 100, a malformed filter, a query over 4,096 characters) is answered ``422``
+with the reason, at most 500 characters of it (an error never echoes a long query or filter back); the server's own
+failures stay ``500``. A query over the limit is cut to its first 200 characters by the request's validation, before
+Hayhooks logs the request, and refused. Importing this module also bounds what the server's log shows of any request
+(Hayhooks logs every request's parameters at INFO): each parameter at most 200 characters, for
 every pipeline the server deploys, the YAML one included.
 """
 
@@ -149,6 +150,36 @@ class PipelineWrapper(BasePipelineWrapper):
         :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
         :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
         """
+        inputs = self._inputs(query, top_k, filters)
+        try:
+            result = self.pipeline.run(inputs)
+        except (InvalidRequestError, PipelineRuntimeError) as error:
+            raise self._refusal(query, error) from error
+        return [document_json(d) for d in result["retriever"]["documents"]]
+
+    async def run_api_async(
+        self,
+        query: Annotated[str, AfterValidator(bounded_query)],
+        top_k: Annotated[int, Field(strict=True)] = 5,
+        filters: Any = None,
+    ) -> list[dict[str, Any]]:
+        """
+        Search the multi-view index (Hayhooks serves this one; the same checks and answers as ``run_api``).
+
+        :param query: The question (at most 4,096 characters).
+        :param top_k: How many documents, best first (1 to 100; a JSON integer, not ``true``).
+        :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
+        :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
+        """
+        inputs = self._inputs(query, top_k, filters)
+        try:
+            result = await self.pipeline.run_async(inputs)
+        except (InvalidRequestError, PipelineRuntimeError) as error:
+            raise self._refusal(query, error) from error
+        return [document_json(d) for d in result["retriever"]["documents"]]
+
+    def _inputs(self, query: str, top_k: int, filters: Any) -> dict[str, Any]:
+        """The pipeline's inputs, or a ``422`` for a caller's mistake found before the pipeline runs."""
         assert self.pipeline is not None
         if isinstance(query, OversizedQuery):
             detail = f"The query has {query.characters} characters, more than the {MAX_QUERY_CHARS} allowed."
@@ -159,17 +190,19 @@ class PipelineWrapper(BasePipelineWrapper):
             raise HTTPException(status_code=CLIENT_ERROR, detail=detail)
         try:  # before the pipeline: Haystack copies its inputs, and a deeply nested filter breaks the copy
             check_filters(filters)
-            result = self.pipeline.run(
-                {"query_embedder": {"text": query}, "retriever": {"top_k": top_k, "filters": filters}}
-            )
-        except (InvalidRequestError, PipelineRuntimeError) as error:
-            cause = client_error(error)
-            if cause is not None:  # the caller's mistake: a 4xx with the reason, not a 500
-                detail = shortened(str(cause), MAX_DETAIL_CHARS)
-                logger.info("mvr_search: refused %r (%s)", query[:LOGGED_PREFIX], shortened(detail))
-                raise HTTPException(status_code=CLIENT_ERROR, detail=detail) from error
-            raise
-        return [document_json(d) for d in result["retriever"]["documents"]]
+        except InvalidRequestError as error:
+            raise self._refusal(query, error) from error
+        return {"query_embedder": {"text": query}, "retriever": {"top_k": top_k, "filters": filters}}
+
+    @staticmethod
+    def _refusal(query: str, error: Exception) -> HTTPException:
+        """A ``422`` with the reason when ``error`` is the caller's mistake; any other error is raised as it is."""
+        cause = client_error(error)
+        if cause is None:  # the server's own failure stays a 500
+            raise error
+        detail = shortened(str(cause), MAX_DETAIL_CHARS)
+        logger.info("mvr_search: refused %r (%s)", query[:LOGGED_PREFIX], shortened(detail))
+        return HTTPException(status_code=CLIENT_ERROR, detail=detail)
 
 
 if __name__ == "__main__":  # write the committed YAML: python pipeline_wrapper.py > ../mvr_search_yaml.yml
