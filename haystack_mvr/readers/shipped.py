@@ -11,6 +11,7 @@ release of the adapter builds a new folder and never reads an old one.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -125,6 +126,7 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     building = root / f".building-{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
     try:  # before the merge: an unwritable cache is found now, not after it
         root.mkdir(parents=True, exist_ok=True)
+        held = _held_build_lock(building)  # locked before the folder exists: a cleaner never finds it unlocked
         building.mkdir()
     except OSError as error:
         msg = f"cannot write the reader cache {root} ({error}); set {CACHE_ENV} to a writable folder."
@@ -144,6 +146,8 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
+        _lock_path(building).unlink(missing_ok=True)
+        os.close(held)
     logger.warning("Built the shipped reader in %.0f s: %s", time.perf_counter() - start, folder)
     return folder
 
@@ -202,18 +206,55 @@ def intact(folder: Path, card: dict) -> bool:
     return True
 
 
-def remove_abandoned_builds(root: Path, name: str) -> None:
-    """Remove the ``.building-`` folders of ``name`` whose builder process is gone (killed during a build)."""
-    for path in root.glob(f".building-{name}-*"):
-        pid = path.name[len(f".building-{name}-") :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
+def _lock_path(building: Path) -> Path:
+    return building.with_name(building.name + ".lock")
+
+
+def _held_build_lock(building: Path) -> int:
+    """An exclusive ``flock`` on ``building``'s lock file, held while it builds: the kernel lets go of it when the
+    builder dies, however it dies, so a killed build is told from a live one whatever its pid has become since."""
+    fd = os.open(_lock_path(building), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _abandoned(path: Path, pid: str) -> bool:
+    """Whether no live process builds in ``path``: its lock file is free (a build of this version of the code), or,
+    for a build without one, its pid is gone."""
+    try:
+        fd = os.open(_lock_path(path), os.O_RDWR)
+    except FileNotFoundError:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
+            return True
         except PermissionError:  # alive, another user's
+            return False
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_abandoned_builds(root: Path, name: str) -> None:
+    """Remove the ``.building-`` folders of ``name`` (and their lock files) that no live process builds in: killed
+    during a build."""
+    for path in root.glob(f".building-{name}-*"):
+        pid = path.name[len(f".building-{name}-") :].split("-", 1)[0]
+        if path.suffix == ".lock":  # a builder killed between taking its lock and making its folder
+            folder = path.with_suffix("")
+            if not folder.exists() and _abandoned(folder, pid):
+                path.unlink(missing_ok=True)
             continue
+        if not path.is_dir() or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if _abandoned(path, pid):
+            shutil.rmtree(path, ignore_errors=True)
+            _lock_path(path).unlink(missing_ok=True)
 
 
 def checked_reader_folder(folder: str | Path) -> Path:

@@ -146,6 +146,37 @@ def test_a_build_killed_beside_a_finished_one_is_removed_by_the_next_use(tmp_pat
     assert not stale.exists() and mine.exists()
 
 
+def test_a_killed_build_whose_pid_now_names_a_live_process_is_removed(tmp_path, fake_build):
+    """A build killed with -9 leaves its folder and its free lock file; its pid may since name another, live
+    process. The free lock tells it from a live build, whose lock is held."""
+    import fcntl
+    import os
+
+    folder = shipped_reader_folder(tmp_path / "c")
+    reused = os.getppid()  # alive, and not this process
+    killed = tmp_path / "c" / f".building-{folder.name}-{reused}-killed"
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(b"half written")
+    killed.with_name(killed.name + ".lock").touch()
+    orphan = tmp_path / "c" / f".building-{folder.name}-{reused}-nofolder.lock"  # killed before its mkdir
+    orphan.touch()
+    live = tmp_path / "c" / f".building-{folder.name}-{reused}-live"
+    live.mkdir()
+    fd = os.open(live.with_name(live.name + ".lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a build in progress holds its lock
+    try:
+        assert shipped_reader_folder(tmp_path / "c") == folder and len(fake_build) == 1
+    finally:
+        os.close(fd)
+    assert not killed.exists() and not killed.with_name(killed.name + ".lock").exists() and not orphan.exists()
+    assert live.exists()
+
+
+def test_a_build_leaves_neither_its_folder_nor_its_lock_file(tmp_path, fake_build):
+    folder = shipped_reader_folder(tmp_path / "c")
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [folder.name]
+
+
 def test_a_read_only_cache_with_an_intact_build_is_used(tmp_path, fake_build, monkeypatch):
     folder = shipped_reader_folder(tmp_path / "c")
 
