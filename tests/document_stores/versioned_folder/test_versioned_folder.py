@@ -475,12 +475,22 @@ def test_each_block_is_verified_before_faiss_parses_it(tmp_path, monkeypatch, io
             v.read_faiss_index("big.faiss", io_flags)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(folder: Path) -> list[str]:
+    """What this process holds open inside ``folder`` (other threads of the test process open and close their own
+    files meanwhile: a count of every descriptor is not the saver's)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed while listed
+            continue
+        if target.startswith(str(folder)):
+            held.append(target)
+    return sorted(held)
 
 
 def test_files_left_open_are_refused_and_closed(tmp_path):
-    before = _open_fds()
+    before = _open_fds(tmp_path)
 
     def write(w):
         w.open("a.bin").write(b"x")
@@ -489,7 +499,7 @@ def test_files_left_open_are_refused_and_closed(tmp_path):
         save_version(tmp_path, write, {})
     with pytest.raises(ZeroDivisionError):
         save_version(tmp_path, lambda w: (w.open("b.bin"), 1 / 0), {})
-    assert _open_fds() == before
+    assert _open_fds(tmp_path) == before == []
     assert sorted(os.listdir(tmp_path)) == [".lock"]
 
 
@@ -585,12 +595,12 @@ def test_streamed_index_verifies_bytes_faiss_does_not_need_and_closes_the_file(t
         w.write_bytes("junk.faiss", junk)
 
     version = save_version(tmp_path, write, {})
-    fds = _open_fds()
+    fds = _open_fds(tmp_path)
     with open_version(tmp_path) as v:
         np.testing.assert_array_equal(v.read_faiss_index("trailing.faiss").reconstruct_n(0, 300), big)
         with pytest.raises(DocumentStoreError, match="FAISS could not read"):
             v.read_faiss_index("junk.faiss")
-    assert _open_fds() == fds
+    assert _open_fds(tmp_path) == fds
     file = tmp_path / version / "trailing.faiss"
     data = bytearray(file.read_bytes())
     for position in (len(payload) + 5 * 4096, len(data) - 1):  # damage where FAISS has finished reading
@@ -599,7 +609,7 @@ def test_streamed_index_verifies_bytes_faiss_does_not_need_and_closes_the_file(t
         file.write_bytes(damaged)
         with open_version(tmp_path) as v, pytest.raises(DocumentStoreError, match="does not match its checksum"):
             v.read_faiss_index("trailing.faiss")
-    assert _open_fds() == fds
+    assert _open_fds(tmp_path) == fds
 
 
 # ------------------------------------------------------------------- nothing happens at import: fcntl, fork hooks
