@@ -410,7 +410,7 @@ def main() -> None:
         + " ".join(
             f"--{k.replace('_', '-')} "
             + (
-                " ".join(shlex.quote(x) for x in v)
+                " ".join(shlex.quote(str(x)) for x in v)
                 if isinstance(v, list)
                 else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
             )
