@@ -142,14 +142,8 @@ class PipelineWrapper(BasePipelineWrapper):
         top_k: Annotated[int, Field(strict=True)] = 5,
         filters: Any = None,
     ) -> list[dict[str, Any]]:
-        """
-        Search the multi-view index.
-
-        :param query: The question (at most 4,096 characters).
-        :param top_k: How many documents, best first (1 to 100; a JSON integer, not ``true``).
-        :param filters: Haystack metadata filters, e.g. {"field": "meta.title", "operator": "==", "value": "Warsaw"}.
-        :returns: The documents, each with its score and, in meta, the snippet that matched (mvr_matched_text).
-        """
+        """The search of :meth:`run_api_async` (which Hayhooks serves, and whose docstring it shows), run
+        synchronously."""
         inputs = self._inputs(query, top_k, filters)
         try:
             result = self.pipeline.run(inputs)
@@ -164,7 +158,7 @@ class PipelineWrapper(BasePipelineWrapper):
         filters: Any = None,
     ) -> list[dict[str, Any]]:
         """
-        Search the multi-view index (Hayhooks serves this one; the same checks and answers as ``run_api``).
+        Search the multi-view index.
 
         :param query: The question (at most 4,096 characters).
         :param top_k: How many documents, best first (1 to 100; a JSON integer, not ``true``).
