@@ -308,6 +308,21 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def command_line(args: dict[str, Any]) -> str:
+    """The command that wrote the results, from the parsed arguments (defaults and the cache folder left out)."""
+
+    def value(k: str, v: Any) -> str:
+        if isinstance(v, list):
+            return " ".join(shlex.quote(str(x)) for x in v)
+        return shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
+
+    return "python -m benchmarks.rag_answers " + " ".join(
+        f"--{k.replace('_', '-')} {value(k, v)}"
+        for k, v in args.items()
+        if v not in (None, False, []) and k not in ("cache_dir", "tiers", "threads") and v != ["auto"]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=TIERS, default=None)
@@ -406,17 +421,7 @@ def main() -> None:
             "'whole' = the top 3 documents whole. Latency: the reader alone, median ms per question."
             + (f" Contexts file: {args.contexts.name} (cache folder of the tier)." if args.contexts else "")
         ),
-        "command": "python -m benchmarks.rag_answers "
-        + " ".join(
-            f"--{k.replace('_', '-')} "
-            + (
-                " ".join(shlex.quote(str(x)) for x in v)
-                if isinstance(v, list)
-                else shlex.quote(str(v.name if isinstance(v, Path) and k == "contexts" else v))
-            )
-            for k, v in vars(args).items()
-            if v not in (None, False, []) and k not in ("cache_dir", "tiers", "threads") and v != ["auto"]
-        ),
+        "command": command_line(vars(args)),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {args.threads} thread(s)",
         "tokens": tokens_per_question(contexts, texts, rows, counter),
         "readers": readers,

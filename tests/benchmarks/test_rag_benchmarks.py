@@ -100,3 +100,23 @@ def test_a_second_reader_is_paired_with_the_first_row_by_row():
     assert [c["row"] for c in found] == ["builder after hybrid @ 256"]  # rows only one reader read are not paired
     assert found[0]["difference"] == pytest.approx(50.0) and found[0]["low"] <= 50.0 <= found[0]["high"]
     assert found[0]["against"] == "builder after hybrid @ 256 (shipped, auto)"
+
+
+def test_the_command_line_names_paths_lists_and_rows_as_a_shell_reads_them():
+    import shlex
+    from pathlib import Path
+
+    from benchmarks.rag_answers import command_line
+
+    args = {
+        "tier": "pages", "questions": 150, "reader": ["shipped", "runs/reader cpu2"], "precision": ["auto"],
+        "rows": ["builder after hybrid @ 256"], "paired_with": [Path("benchmarks/results/a.json")],
+        "contexts": Path("/somewhere/contexts-tokens.json"), "cache_dir": Path("runs/rag"), "extractive": None,
+        "threads": 1,
+    }  # fmt: skip
+    line = command_line(args)
+    assert shlex.split(line) == [
+        "python", "-m", "benchmarks.rag_answers", "--tier", "pages", "--questions", "150",
+        "--reader", "shipped", "runs/reader cpu2", "--rows", "builder after hybrid @ 256",
+        "--paired-with", "benchmarks/results/a.json", "--contexts", "contexts-tokens.json",
+    ]  # fmt: skip
