@@ -245,28 +245,28 @@ def claims(predictions: dict[str, list[str]], answers: list[list[str]], against_
     ]
     for row, against, asked in pairs:
         a, b = row_key(row), row_key(against)
-        if a not in predictions or b not in predictions:
-            continue
-        em_a, _ = question_scores(predictions[a], answers)
-        em_b, _ = question_scores(predictions[b], answers)
-        d = paired_difference([100 * x for x in em_a], [100 * x for x in em_b])
-        out.append({"row": a, "against": b, "asked": asked, "difference": d.mean, "low": d.low, "high": d.high})
+        if a in predictions and b in predictions:
+            out.append(paired_claim(a, b, asked, predictions[a], predictions[b], answers))
     return out
+
+
+def paired_claim(row: str, against: str, asked: str, values, against_values, answers) -> dict:
+    """The mean per-question EM difference of ``values`` over ``against_values`` and its paired 95% interval."""
+    em_a, _ = question_scores(values, answers)
+    em_b, _ = question_scores(against_values, answers)
+    d = paired_difference([100 * x for x in em_a], [100 * x for x in em_b])
+    return {"row": row, "against": against, "asked": asked, "difference": d.mean, "low": d.low, "high": d.high}
 
 
 def reader_claims(predictions, against_predictions, answers, against_name: str) -> list[dict]:
     """The paired EM differences of one reader against another, row by row, on the same questions."""
-    out = []
-    for key, values in predictions.items():
-        if key in against_predictions:
-            em_a, _ = question_scores(values, answers)
-            em_b, _ = question_scores(against_predictions[key], answers)
-            d = paired_difference([100 * x for x in em_a], [100 * x for x in em_b])
-            out.append(
-                {"row": key, "against": f"{key} ({against_name})", "asked": "against " + against_name,
-                 "difference": d.mean, "low": d.low, "high": d.high}
-            )  # fmt: skip
-    return out
+    return [
+        paired_claim(
+            key, f"{key} ({against_name})", "against " + against_name, values, against_predictions[key], answers
+        )
+        for key, values in predictions.items()
+        if key in against_predictions
+    ]
 
 
 def reader_entry(model: str, predictions: dict[str, list[str]], latency: dict, answers, against=None) -> dict:
