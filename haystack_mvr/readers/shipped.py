@@ -127,7 +127,12 @@ def shipped_reader_folder(cache_dir: str | Path | None = None) -> Path:
     try:  # before the merge: an unwritable cache is found now, not after it
         root.mkdir(parents=True, exist_ok=True)
         held = _held_build_lock(building)  # locked before the folder exists: a cleaner never finds it unlocked
-        building.mkdir()
+        try:
+            building.mkdir()
+        except OSError:
+            _lock_path(building).unlink(missing_ok=True)
+            os.close(held)
+            raise
     except OSError as error:
         msg = f"cannot write the reader cache {root} ({error}); set {CACHE_ENV} to a writable folder."
         raise OSError(msg) from error
