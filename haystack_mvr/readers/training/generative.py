@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import TrainerCallback, TrainingArguments, set_seed
 
 from haystack_mvr.readers.generative_model import (
     ADAPTER_WEIGHTS,
@@ -28,6 +28,7 @@ from haystack_mvr.readers.generative_model import (
     merge_generative_adapter,
     save_merged,
 )
+from haystack_mvr.readers.training.answer_token_loss import AnswerTokenTrainer
 from haystack_mvr.readers.training.arguments import ReaderTrainingArguments
 from haystack_mvr.readers.training.generative_data import (
     GenerativeCollator,
@@ -136,7 +137,7 @@ def train_generative_reader(
         peft_model = get_peft_model(model, lora)
     peft_model.peft_config["default"].base_model_name_or_path = str(args.model)  # "smollm2", not a site-packages path
     training_args, budget = generative_trainer_settings(args)
-    trainer = Trainer(
+    trainer = AnswerTokenTrainer(
         model=peft_model,
         args=training_args,
         train_dataset=features,
