@@ -516,6 +516,34 @@ def test_init_adapter_trains_the_saved_adapter_further_with_its_own_rank(cli_run
         ReaderTrainingArguments(kind="generative", output_dir=tmp_path / "x", init_adapter=tmp_path)
 
 
+def test_save_minutes_keeps_the_latest_checkpoint_an_init_adapter_trains_further(tiny_lm, examples_file, tmp_path):
+    """A run killed on the way keeps its work: with --save-minutes each interval's end writes a checkpoint (here every
+    step), the latest one kept, whose adapter folder --init-adapter takes."""
+    out = tmp_path / "saved"
+    argv = [
+        "train-reader", "--kind", "generative", "--model", str(tiny_lm), "--output-dir", str(out),
+        "--examples-file", str(examples_file), "--max-steps", "3", "--batch-size", "2", "--max-length", "256",
+        "--threads", "1", "--lora-r", "4", "--lora-alpha", "8", "--no-merge", "--save-minutes", "1e-9",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    checkpoints = sorted(p.name for p in (out / "trainer").glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-3"]  # checkpoint-1 and -2 were written, then removed
+    latest = out / "trainer" / "checkpoint-3"
+    assert (latest / "adapter_config.json").is_file()
+    summary = json.loads((out / "reader_training.json").read_text(encoding="utf-8"))
+    assert summary["stopped_by_time_budget"] is False
+    further = tmp_path / "further"
+    argv = [
+        "train-reader", "--kind", "generative", "--model", str(tiny_lm), "--output-dir", str(further),
+        "--examples-file", str(examples_file), "--max-steps", "1", "--batch-size", "2", "--max-length", "256",
+        "--threads", "1", "--init-adapter", str(latest), "--no-merge",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads((further / "reader_training.json").read_text(encoding="utf-8"))["lora_r"] == 4
+    with pytest.raises(ValueError, match="--save-minutes must be a finite number > 0"):
+        ReaderTrainingArguments(kind="generative", output_dir=tmp_path / "x", save_minutes=0.0)
+
+
 def test_a_reader_that_learned_to_abstain_returns_no_answer(tiny_lm, tmp_path):
     from haystack_mvr.components.readers import GenerativeReader
     from haystack_mvr.readers.generative_prompt import NO_ANSWER, is_no_answer

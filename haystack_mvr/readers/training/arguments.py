@@ -180,6 +180,14 @@ class ReaderTrainingArguments:
             "still follows max_steps / epochs)."
         },
     )
+    save_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Save a checkpoint every this many minutes of training, in OUTPUT_DIR/trainer/checkpoint-STEP "
+            "(the latest kept), so that a run killed on the way keeps its work (generative: its adapter, which "
+            "--init-adapter trains further)."
+        },
+    )
     batch_size: int = field(
         default=16,
         metadata={
@@ -230,7 +238,7 @@ class ReaderTrainingArguments:
             check_positive_int(name, getattr(self, name), optional=True)
         if self.max_steps != -1:
             check_positive_int("max_steps", self.max_steps)  # -1: train for --epochs
-        for name in ("learning_rate", "epochs", "max_minutes"):
+        for name in ("learning_rate", "epochs", "max_minutes", "save_minutes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not math.isfinite(value) or value <= 0):
                 msg = f"--{name.replace('_', '-')} must be a finite number > 0, got {value!r}."

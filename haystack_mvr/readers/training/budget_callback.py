@@ -1,4 +1,5 @@
-"""A ``TrainerCallback`` that ends training after a wall-clock budget (for CPU runs on a shared machine)."""
+"""``TrainerCallback``s on the wall clock (for CPU runs on a shared machine): one ends training after a budget, one
+saves a checkpoint every so many minutes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 
 from transformers import TrainerCallback
 
-__all__ = ["WallClockBudgetCallback"]
+__all__ = ["WallClockBudgetCallback", "WallClockSaveCallback"]
 
 
 class WallClockBudgetCallback(TrainerCallback):
@@ -31,4 +32,28 @@ class WallClockBudgetCallback(TrainerCallback):
         if self.started is not None and time.perf_counter() - self.started > 60 * self.minutes:
             control.should_training_stop = True
             self.stopped_early = True
+        return control
+
+
+class WallClockSaveCallback(TrainerCallback):
+    """
+    Asks the Trainer for a checkpoint at the first step end after each ``minutes`` of training.
+
+    :param minutes: The interval, counted from ``on_train_begin`` and then from each checkpoint it asked for.
+    """
+
+    def __init__(self, minutes: float) -> None:
+        if minutes <= 0:
+            msg = f"minutes must be positive, got {minutes!r}."
+            raise ValueError(msg)
+        self.minutes = minutes
+        self.last: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.last is not None and time.perf_counter() - self.last >= 60 * self.minutes:
+            control.should_save = True
+            self.last = time.perf_counter()
         return control

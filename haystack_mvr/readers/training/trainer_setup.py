@@ -10,14 +10,15 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from haystack_mvr.readers.training.arguments import ReaderTrainingArguments
-from haystack_mvr.readers.training.budget_callback import WallClockBudgetCallback
+from haystack_mvr.readers.training.budget_callback import WallClockBudgetCallback, WallClockSaveCallback
 
 
 def trainer_settings(
     args: ReaderTrainingArguments, **overrides: Any
 ) -> tuple[TrainingArguments, list[TrainerCallback]]:
-    """``TrainingArguments`` from a reader run's arguments (no checkpoints mid-run), and its wall-clock budget;
-    ``overrides`` replace or add ``TrainingArguments`` fields (e.g. the generative reader's bf16 and no decay)."""
+    """``TrainingArguments`` from a reader run's arguments (checkpoints mid-run only every ``save_minutes``, the latest
+    kept), and its wall-clock callbacks, the budget first; ``overrides`` replace or add ``TrainingArguments`` fields
+    (e.g. the generative reader's bf16 and no decay)."""
     settings: dict[str, Any] = {
         "output_dir": str(args.output_dir / "trainer"),
         "num_train_epochs": args.epochs,
@@ -27,7 +28,8 @@ def trainer_settings(
         "warmup_steps": 0.1,  # a fraction of the steps
         "weight_decay": 0.01,
         "logging_steps": args.logging_steps,
-        "save_strategy": "no",
+        "save_strategy": "no",  # a WallClockSaveCallback asks for the checkpoints
+        "save_total_limit": 1,
         "report_to": "none",
         "seed": args.seed,
         "use_cpu": not torch.cuda.is_available(),
@@ -36,6 +38,8 @@ def trainer_settings(
     }
     training_args = TrainingArguments(**{**settings, **overrides})
     budget: list[TrainerCallback] = [WallClockBudgetCallback(args.max_minutes)] if args.max_minutes else []
+    if args.save_minutes:
+        budget.append(WallClockSaveCallback(args.save_minutes))
     return training_args, budget
 
 
@@ -55,7 +59,7 @@ def train_and_save(
     summary = {
         **details,
         "steps": result.global_step,
-        "stopped_by_time_budget": bool(budget and budget[0].stopped_early),
+        "stopped_by_time_budget": any(getattr(c, "stopped_early", False) for c in budget),
         "train_seconds": round(seconds, 1),
         "train_loss": round(float(result.training_loss), 4),
         "batch_size": args.batch_size,
