@@ -3,7 +3,7 @@
 One module per job: ``arguments`` (the ``train-reader`` options), ``trainer_setup`` and ``budget_callback`` (what
 the trainings share), ``retrieved_passages`` (the passages each question reads), ``extractive`` and
 ``shared_normalization`` (span readers), ``fusion_in_decoder_data`` and ``fusion_in_decoder`` (FiD),
-``generative_data`` and ``generative`` (LoRA on a chat LM; its model and inference are
+``generative_data``, ``generative`` and ``answer_token_loss`` (LoRA on a chat LM; its model and inference are
 ``haystack_mvr.readers.generative_model``). None imports haystack.
 
 The names below load on first use (PEP 562): ``haystack-mvr train-reader`` parses its arguments and checks

@@ -10,7 +10,24 @@ from transformers import TrainerCallback
 __all__ = ["WallClockBudgetCallback", "WallClockSaveCallback"]
 
 
-class WallClockBudgetCallback(TrainerCallback):
+class _WallClockCallback(TrainerCallback):
+    """A callback on ``minutes`` of the wall clock, counted from ``on_train_begin`` (``self.since``)."""
+
+    def __init__(self, minutes: float) -> None:
+        if minutes <= 0:
+            msg = f"minutes must be positive, got {minutes!r}."
+            raise ValueError(msg)
+        self.minutes = minutes
+        self.since: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.since = time.perf_counter()
+
+    def _due(self) -> bool:
+        return self.since is not None and time.perf_counter() - self.since >= 60 * self.minutes
+
+
+class WallClockBudgetCallback(_WallClockCallback):
     """
     Stops the Trainer at the first step end after ``minutes`` of training; the model is then saved as usual.
 
@@ -18,42 +35,25 @@ class WallClockBudgetCallback(TrainerCallback):
     """
 
     def __init__(self, minutes: float) -> None:
-        if minutes <= 0:
-            msg = f"minutes must be positive, got {minutes!r}."
-            raise ValueError(msg)
-        self.minutes = minutes
-        self.started: float | None = None
+        super().__init__(minutes)
         self.stopped_early = False
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.started = time.perf_counter()
-
     def on_step_end(self, args, state, control, **kwargs):
-        if self.started is not None and time.perf_counter() - self.started > 60 * self.minutes:
+        if self._due():
             control.should_training_stop = True
             self.stopped_early = True
         return control
 
 
-class WallClockSaveCallback(TrainerCallback):
+class WallClockSaveCallback(_WallClockCallback):
     """
     Asks the Trainer for a checkpoint at the first step end after each ``minutes`` of training.
 
     :param minutes: The interval, counted from ``on_train_begin`` and then from each checkpoint it asked for.
     """
 
-    def __init__(self, minutes: float) -> None:
-        if minutes <= 0:
-            msg = f"minutes must be positive, got {minutes!r}."
-            raise ValueError(msg)
-        self.minutes = minutes
-        self.last: float | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.last = time.perf_counter()
-
     def on_step_end(self, args, state, control, **kwargs):
-        if self.last is not None and time.perf_counter() - self.last >= 60 * self.minutes:
+        if self._due():
             control.should_save = True
-            self.last = time.perf_counter()
+            self.since = time.perf_counter()
         return control
