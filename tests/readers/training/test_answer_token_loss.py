@@ -10,7 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArgumen
 from haystack_mvr.readers.training.answer_token_loss import (
     AnswerTokenTrainer,
     answer_token_loss,
-    keeps_logits_by_mask,
+    takes_logits_to_keep,
 )
 
 VOCAB, PAD = 97, 0
@@ -62,7 +62,7 @@ def test_the_loss_and_its_gradients_are_the_models_own(num_items):
     loss.backward()
 
     torch.testing.assert_close(loss, own, rtol=1e-5, atol=1e-6)
-    assert outputs.logits.shape == (6, VOCAB)  # the six labelled tokens' logits, not 3 x 17 of them
+    assert outputs.logits.shape == (3, 6, VOCAB)  # the 6 positions labelled in some row, not all 17
     got = gradients(model)
     assert got.keys() == expected.keys() and expected
     for name, grad in expected.items():
@@ -74,7 +74,7 @@ def test_the_trainer_scales_it_as_the_models_own_loss(tmp_path):
     model = tiny_lora_llama()
     settings = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", save_strategy="no")
     ours, theirs = AnswerTokenTrainer(model=model, args=settings), Trainer(model=model, args=settings)
-    assert keeps_logits_by_mask(ours.accelerator.unwrap_model(model))
+    assert ours.answer_tokens_only and takes_logits_to_keep(ours.accelerator.unwrap_model(model))
     for num_items in (None, torch.tensor(20)):
         expected = theirs.compute_loss(model, batch(), num_items_in_batch=num_items)
         torch.testing.assert_close(ours.compute_loss(model, batch(), num_items_in_batch=num_items), expected)
