@@ -16,8 +16,10 @@ Writes ``benchmarks/results/query_tuning.<tier>[.tokens].{json,md}``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import random
 import shutil
 import time
 from pathlib import Path
@@ -28,7 +30,7 @@ if __name__ == "__main__":
 
     pin_threads(default=2)
 
-from benchmarks.harness import RESULTS, machine_label, rows_table, utc_now, write_results
+from benchmarks.harness import RESULTS, command_line, machine_label, rows_table, utc_now, write_results
 from benchmarks.late_interaction import load_tier, run_systems, store_bytes
 from benchmarks.packaged_model import packaged_minilm
 from benchmarks.rag_retrieval import CACHE, load_rag_tier, multi_view_store
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--no-answer-views", action="store_true")
     parser.add_argument("--max-train-questions", type=int, default=None)
     parser.add_argument("--questions", type=int, default=None, help="a seeded sample of N dev questions")
+    parser.add_argument("--validation-articles", type=int, default=0, help="held out of tuning, scored: choose there")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output-name", default=None)
@@ -69,6 +72,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tier = load_tier(args.tier)
     train = load_rag_tier(args.tier, split="train").questions[: args.max_train_questions]
+    titles = sorted({q.title for q in train})
+    random.Random(0).shuffle(titles)
+    held_out = set(titles[: args.validation_articles])
+    validation = [q for q in train if q.title in held_out]
+    train = [q for q in train if q.title not in held_out]
     cache = args.cache_dir / args.tier
     minilm = packaged_minilm()
     encoder_kwargs = {"mode": "tokens"} if args.tokens else None
@@ -77,7 +85,7 @@ def main() -> None:
     encoding = (info.get("encoder") or {}).get("snippet_encoding", "late_chunking")
     label = "token views" if args.tokens else f"snippet views ({encoding})"
     variant = f"{'tokens' if args.tokens else 'snippet'}-s{args.max_steps}-b{args.batch_size}-lr{args.learning_rate}"
-    variant += f"-n{args.negatives}-r{args.lora_rank}{'-noav' if args.no_answer_views else ''}"
+    variant += f"-n{args.negatives}-r{args.lora_rank}{'-noav' if args.no_answer_views else ''}-v{len(held_out)}"
     tuned = cache / "tuned-queries" / variant
     questions_file = write_questions(cache / "tuning-questions.jsonl", train, keep_offsets=args.tier == "squad-mv")
     if tuned.exists():
@@ -102,23 +110,24 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     size = store_bytes(store)
     for name, model in ((f"MiniLM {label}, zero-shot query", minilm), (f"MiniLM {label}, tuned query", str(tuned))):
-        results = run_systems(tier, store, model, args.questions, encoder_kwargs if model == minilm else None)
+        results = run_systems(tier, store, model, args.questions, kwargs := encoder_kwargs if model == minilm else None)
         if not rows:
             rows.append({"system": "BM25 (InMemoryBM25Retriever, title + text)", **results["bm25"]})
         rows.append({"system": name, **results["dense"], **size, "pipeline_ms_median": results["ms_median"]})
         rows.append({"system": f"hybrid, convex (BM25 0.4 / dense 0.6): BM25 + {name}", **results["hybrid"]})
-        print(rows[-2], rows[-1], flush=True)
-    command = "python -m benchmarks.query_tuning " + " ".join(
-        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
-        for k, v in vars(args).items()
-        if v is not None and v is not False and k != "cache_dir"
-    )
+        if validation:
+            kept = run_systems(dataclasses.replace(tier, questions=validation), store, model, None, kwargs)
+            held = f"{name}, {len(validation)} questions of {len(held_out)} held-out training articles"
+            rows += [{"system": held, **kept["dense"]}, {"system": f"hybrid: {held}", **kept["hybrid"]}]
+        print(*rows[-4 if validation else -2 :], sep="\n", flush=True)
+    command = command_line()
     payload = {
         "command": command,
         "tier": args.tier,
         "documents": len(tier.documents),
         "dev_questions": min(args.questions or len(tier.questions), len(tier.questions)),
         "tuning_questions": len(train),
+        "validation_articles": sorted(held_out),
         "tuning": {
             **report,
             "wall_seconds": round(tune_seconds, 1),
