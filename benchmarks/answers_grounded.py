@@ -19,11 +19,12 @@ Means of grounding: snapping (what the reader does) against re-scoring candidate
 by this script up to commit 1c10b69 (``means_on_inexact`` in answers_grounded.squad-mv.json as of then): re-scoring
 won nothing, and snapping costs no model call, so the question is settled and that part is gone.
 
-Scores compared for abstaining: ``score`` (the reader's: the span's geometric-mean token probability times the
-snap's match), ``probability`` alone and ``match`` alone. Precision at X% coverage: EM over the X% of questions with
-the highest score. "No gold" contexts are built the same way from the retriever's candidates with the gold paragraph
-removed (its text may still be elsewhere: squad-mv paragraphs are distinct, so rarely); at the threshold that keeps
-80% of the answerable questions, the share of them answered anyway is reported.
+Scores compared for abstaining: ``score`` (the reader's: the span's geometric-mean token probability times the snap's
+match), ``probability`` alone, ``match`` alone and ``score_x_piece`` (``score`` times the view score of the piece the
+answer is a span of; ``--split train`` compares them on training questions). Precision at X% coverage: EM over the X% of
+questions with the highest score. "No gold" contexts are built the same way from the retriever's candidates with the
+gold paragraph removed (its text may still be elsewhere: squad-mv paragraphs are distinct, so rarely); at the threshold
+that keeps 80% of the answerable questions, the share of them answered anyway is reported.
 
 Writes benchmarks/results/answers_grounded.squad-mv.json and .md.
 """
@@ -50,7 +51,7 @@ from haystack_mvr.evaluation.answer_metrics import paired_difference, question_s
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COVERAGES = (0.5, 0.8, 1.0)
-SCORES = ("score", "probability", "match")
+SCORES = ("score", "probability", "match", "score_x_piece")
 
 
 def sample(n: int, size: int | None) -> list[int]:
@@ -109,6 +110,7 @@ def main() -> None:
                         "without the gold paragraph.")  # fmt: skip
     parser.add_argument("--reader", default=None, help="A generative reader folder (default: the shipped reader).")
     parser.add_argument("--name", default="squad-mv")
+    parser.add_argument("--split", choices=("dev", "train"), default="dev", help="train: choose a score there")
     args = parser.parse_args()
 
     import torch
@@ -124,8 +126,8 @@ def main() -> None:
     data = default_data_dir() / "squad-mv"
     model = packaged_minilm()
     store = open_store(data / "corpus.jsonl", model, args.index_dir)
-    _, dev = split_by_article(load_questions(data / "train.jsonl"))
-    questions = [dev[i] for i in sample(len(dev), args.questions)]
+    pool = split_by_article(load_questions(data / "train.jsonl"))[args.split == "dev"]
+    questions = [pool[i] for i in sample(len(pool), args.questions)]
 
     retrieval = Pipeline()
     retrieval.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="packed"))
@@ -180,6 +182,7 @@ def _record(q, answers, pieces) -> dict[str, Any]:
     grounded = answer.data if answer else None
     em, f1 = question_scores([generated, grounded], [q.answers, q.answers])
     text = "\n".join(p.content or "" for p in pieces).lower()
+    piece = max([p.score or 0.0 for p in pieces if answer and p.id == meta.get("mvr_source_id")] or [0.0])
     return {
         "id": q.id,
         "generated": generated,
@@ -191,6 +194,7 @@ def _record(q, answers, pieces) -> dict[str, Any]:
         "score": meta.get("score", 0.0),
         "probability": math.exp(meta["mvr_answer_logprob"]) if answer else 0.0,
         "match": meta.get("mvr_match", 0.0),
+        "score_x_piece": meta.get("score", 0.0) * piece,  # the reader's score times its piece's view score
         "gold_in_context": any(a.lower() in text for a in q.answers),
         "from_gold_piece": bool(answer) and meta.get("mvr_document_id") == q.positive_id,
         "abstained": answer is None,
@@ -215,6 +219,7 @@ def summarize(records, no_gold, grounded_ms, plain_ms, args) -> dict[str, Any]:
             }
     return {
         "questions": len(records),
+        "split": args.split,
         "budget_tokens": args.budget_tokens,
         "em_generated": mean("em_generated"),
         "em_grounded": mean("em_grounded"),
@@ -238,7 +243,8 @@ def summarize(records, no_gold, grounded_ms, plain_ms, args) -> dict[str, Any]:
 
 def markdown(p: dict[str, Any]) -> str:
     lines = [
-        f"# Grounded answers: squad-mv dev, {p['questions']} questions, {p['budget_tokens']} built tokens",
+        f"# Grounded answers: squad-mv {p.get('split', 'dev')}, {p['questions']} questions, {p['budget_tokens']} "
+        "built tokens",
         "",
         "Written by `python -m benchmarks.answers_grounded` (see its docstring). Generative reader: "
         f"{p.get('reader', 'shipped')}; multi-view top 10, then `MultiViewContextBuilder`. It abstained (no answer) "
