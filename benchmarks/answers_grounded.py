@@ -46,23 +46,13 @@ if __name__ == "__main__":  # before numpy and torch load: they size their threa
 
 from benchmarks.harness import machine_label, rows_table, write_results
 from benchmarks.packaged_model import packaged_minilm
+from benchmarks.rag_answers import sample
 from haystack_mvr.datasets import default_data_dir, load_questions, split_by_article
 from haystack_mvr.evaluation.answer_metrics import paired_difference, question_scores
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COVERAGES = (0.5, 0.8, 1.0)
 SCORES = ("score", "probability", "match", "score_x_piece")
-
-
-def sample(n: int, size: int | None) -> list[int]:
-    """The first ``size`` of a fixed random order (seed 0), in question order (benchmarks/rag_answers.py's)."""
-    import random
-
-    order = list(range(n))
-    if size is None or size >= n:
-        return order
-    random.Random(0).shuffle(order)
-    return sorted(order[:size])
 
 
 def open_store(corpus: Path, model: str, index_dir: Path):
@@ -127,7 +117,7 @@ def main() -> None:
     model = packaged_minilm()
     store = open_store(data / "corpus.jsonl", model, args.index_dir)
     pool = split_by_article(load_questions(data / "train.jsonl"))[args.split == "dev"]
-    questions = [pool[i] for i in sample(len(pool), args.questions)]
+    questions = [pool[i] for i in sample(pool, args.questions)]  # rag_answers' sample
 
     retrieval = Pipeline()
     retrieval.add_component("query_embedder", MultiViewTextEmbedder(model=model, embedding_output="packed"))

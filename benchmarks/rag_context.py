@@ -348,6 +348,7 @@ def main() -> None:
     if args.no_results:
         return
     counter = TokenBudgetCounter(model)
+    query_model = json.loads((cache / f"retrieved-{args.split}.json").read_text(encoding="utf-8")).get("query_model")
     payload = {
         "tier": args.tier,
         "split": args.split,
@@ -355,9 +356,11 @@ def main() -> None:
         "budgets": args.budgets,
         "note": (
             "Each question's top 10 documents from each system (benchmarks/rag_retrieval.py, all-MiniLM-L6-v2 "
-            "zero-shot); the builder with its defaults (piece_tokens 64, order by score, whole document if it fits). "
+            + (f"documents, multi-view queries by {query_model}" if query_model else "zero-shot")
+            + "); the builder with its defaults (piece_tokens 64, order by score, whole document if it fits). "
             "Command: python -m benchmarks.rag_context --tier "
             + args.tier
+            + ("" if args.cache_dir == CACHE else f" --cache-dir {args.cache_dir}")
             + ("" if args.questions is None else f" --questions {args.questions}")
             + ("" if args.name is None else f" --name {args.name}")
         ),

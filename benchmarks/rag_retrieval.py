@@ -246,8 +246,9 @@ class ChunkSearch:
                 raise SystemExit(f"the numpy chunk search differs from Haystack's components on {question!r}")
 
 
-def retrieve(tier: Tier, split: str, model: str, cache: Path) -> dict[str, Any]:
-    """Each question's rankings (ids, best first) for every system, cached in ``cache``."""
+def retrieve(tier: Tier, split: str, model: str, cache: Path, query_model: str | None = None) -> dict[str, Any]:
+    """Each question's rankings (ids, best first) for every system, cached in ``cache``; ``query_model`` (a
+    ``tune-queries`` folder) encodes the multi-view queries instead of ``model``."""
     path = cache / f"retrieved-{split}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
@@ -255,7 +256,7 @@ def retrieve(tier: Tier, split: str, model: str, cache: Path) -> dict[str, Any]:
     print(f"{tier.name}: multi-view store ready ({info})", flush=True)
     chunks = chunk_store(tier, model, cache / "chunks.json")
     print(f"{tier.name}: {chunks.count_documents()} chunks", flush=True)
-    hybrid = hybrid_pipeline(tier, store, model)
+    hybrid = hybrid_pipeline(tier, store, query_model or model)
     hybrid.warm_up()
     chunk_search = ChunkSearch(chunks, model)
     chunk_search.check([q.question for q in tier.questions[:20]])
@@ -292,6 +293,7 @@ def retrieve(tier: Tier, split: str, model: str, cache: Path) -> dict[str, Any]:
         "tier": tier.name,
         "split": split,
         "model": model,
+        "query_model": query_model,
         "query_ms_median": {
             "hybrid (bm25 + multi-view)": round(float(np.median(hybrid_ms)), 2),
             "chunks (numpy)": round(float(np.median(chunk_ms)), 2),
@@ -321,6 +323,7 @@ def main() -> None:
     parser.add_argument("--tier", choices=TIERS, required=True)
     parser.add_argument("--split", choices=("dev", "train"), default="dev")
     parser.add_argument("--model", default=None, help="Embedding model (default: the packaged all-MiniLM-L6-v2).")
+    parser.add_argument("--query-model", default=None, help="A tune-queries folder for the multi-view queries.")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
@@ -331,7 +334,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = args.model or packaged_minilm()
     tier = load_rag_tier(args.tier, args.split)
-    payload = retrieve(tier, args.split, model, args.cache_dir / args.tier)
+    payload = retrieve(tier, args.split, model, args.cache_dir / args.tier, args.query_model)
     print(json.dumps(payload["query_ms_median"]))
 
 
