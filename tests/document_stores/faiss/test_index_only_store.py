@@ -227,7 +227,9 @@ def test_unit_rows_decode_at_unit_length_until_a_longer_row_arrives(factory, tmp
     store.write_documents(docs(longer, start=1000))
     assert not store._views.unit_rows
     got = store.search(views[7, 0], top_k=1, return_embedding=True)[0]
-    np.testing.assert_array_equal(document_views(got), faiss_rows(store, got.id, 3))  # as FAISS decodes them
+    # as FAISS decodes them, not rescaled (their norms are >= 1e-3 off unit); OPQ's rotation back may differ in the
+    # last bit with the number of rows decoded at once (BLAS summation order)
+    np.testing.assert_allclose(document_views(got), faiss_rows(store, got.id, 3), rtol=1e-5, atol=1e-6)
     store.save(tmp_path / "mixed")
     mixed = FaissMultiViewDocumentStore(index_path=str(tmp_path / "mixed"))
     assert mixed.search(views[7, 0], top_k=1)[0].id == got.id and not mixed._views.unit_rows
