@@ -172,7 +172,7 @@ def _record(q, answers, pieces) -> dict[str, Any]:
     grounded = answer.data if answer else None
     em, f1 = question_scores([generated, grounded], [q.answers, q.answers])
     text = "\n".join(p.content or "" for p in pieces).lower()
-    piece = max([p.score or 0.0 for p in pieces if answer and p.id == meta.get("mvr_source_id")] or [0.0])
+    piece = next((p.score or 0.0 for p in pieces if p.id == meta.get("mvr_source_id")), 0.0)  # meta {}: no answer
     return {
         "id": q.id,
         "generated": generated,

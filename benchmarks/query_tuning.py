@@ -110,7 +110,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     size = store_bytes(store)
     for name, model in ((f"MiniLM {label}, zero-shot query", minilm), (f"MiniLM {label}, tuned query", str(tuned))):
-        results = run_systems(tier, store, model, args.questions, kwargs := encoder_kwargs if model == minilm else None)
+        kwargs = encoder_kwargs if model == minilm else None
+        results = run_systems(tier, store, model, args.questions, kwargs)
         if not rows:
             rows.append({"system": "BM25 (InMemoryBM25Retriever, title + text)", **results["bm25"]})
         rows.append({"system": name, **results["dense"], **size, "pipeline_ms_median": results["ms_median"]})

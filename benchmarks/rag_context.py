@@ -182,6 +182,7 @@ def question_contexts(
 
 
 def measure(tier: Tier, split: str, cache: Path, model: str, budgets: Sequence[int], limit: int | None):
+    """The sampled questions, their contexts, the texts, and the tune-queries folder of the queries (None: model)."""
     retrieved = json.loads((cache / f"retrieved-{split}.json").read_text(encoding="utf-8"))
     queries = np.load(cache / f"queries-{split}.npy")
     questions = tier.questions
@@ -205,7 +206,7 @@ def measure(tier: Tier, split: str, cache: Path, model: str, budgets: Sequence[i
         seconds.append(time.perf_counter() - t0)
         if n % 200 == 0 or n == len(order):
             print(f"  {tier.name} {split}: contexts of {n}/{len(order)} ({time.perf_counter() - start:.0f} s)")
-    return [questions[i] for i in order], contexts, texts
+    return [questions[i] for i in order], contexts, texts, retrieved.get("query_model")
 
 
 def summarize(questions, contexts, texts, counter: TokenBudgetCounter, budgets) -> dict[str, dict[str, Any]]:
@@ -337,7 +338,7 @@ def main() -> None:
     tier = load_rag_tier(args.tier, args.split)
     cache = args.cache_dir / args.tier
     start = time.perf_counter()
-    questions, contexts, texts = measure(tier, args.split, cache, model, args.budgets, args.questions)
+    questions, contexts, texts, query_model = measure(tier, args.split, cache, model, args.budgets, args.questions)
     seconds = time.perf_counter() - start
     out = cache / f"contexts-{args.split}.json"
     out.write_text(
@@ -348,7 +349,6 @@ def main() -> None:
     if args.no_results:
         return
     counter = TokenBudgetCounter(model)
-    query_model = json.loads((cache / f"retrieved-{args.split}.json").read_text(encoding="utf-8")).get("query_model")
     payload = {
         "tier": args.tier,
         "split": args.split,

@@ -251,7 +251,11 @@ def retrieve(tier: Tier, split: str, model: str, cache: Path, query_model: str |
     ``tune-queries`` folder) encodes the multi-view queries instead of ``model``."""
     path = cache / f"retrieved-{split}.json"
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("query_model") != query_model:
+            msg = f"{path} holds queries by {saved.get('query_model')!r}, not {query_model!r}: use another --cache-dir"
+            raise SystemExit(msg)
+        return saved
     store, info = multi_view_store(tier, model, cache / "multi-view")
     print(f"{tier.name}: multi-view store ready ({info})", flush=True)
     chunks = chunk_store(tier, model, cache / "chunks.json")
